@@ -1,0 +1,16 @@
+// The subcommands of `hangtrace`, one source file each (cmds/<name>.cc).
+#pragma once
+
+namespace hangtrace {
+
+int RunCommand(int argc, char** argv);      // run.cc
+int InspectCommand(int argc, char** argv);  // inspect.cc
+int EnvCommand(int argc, char** argv);      // env.cc
+
+struct CommandEntry {
+  const char* name;
+  const char* summary;
+  int (*main)(int argc, char** argv);
+};
+
+}  // namespace hangtrace

@@ -1,0 +1,215 @@
+// hangtrace inspect: what one or more trace files hold, for a person.
+//
+// Per file: the process and its state (running, wedged, exited, crashed),
+// each thread's current call and for how long, the communicators, the
+// captured stacks and the last events. The cross-rank diagnosis is
+// `hangtrace analyze`; this is the view of single processes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <CLI/CLI.hpp>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cmds/commands.h"
+#include "merger/rank_set.h"
+#include "merger/trace_reader.h"
+#include "tracer/clock.h"
+
+namespace hangtrace {
+namespace {
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string Describe(const TraceSnapshot& s, const fmt::Record& r) {
+  std::string out = s.CallName(r.call);
+  if (r.seq) out += " #" + std::to_string(r.seq);
+  if (r.comm != fmt::kNoComm) out += " on " + s.CommLabel(r.comm);
+  const CallDesc* c = s.Call(r.call);
+  if (r.peer >= 0) out += (c && (c->flags & fmt::kCallRooted)) ? " root " : " peer ";
+  if (r.peer >= 0) out += std::to_string(r.peer);
+  if (r.peer == fmt::kAnyPeer) out += " peer ANY";
+  if (r.count) out += " count " + std::to_string(r.count);
+  if (r.dtype) out += std::string(" ") + fmt::DtypeName(fmt::Dtype(r.dtype));
+  if (r.redop) out += std::string(" ") + fmt::RedopName(fmt::Redop(r.redop));
+  return out;
+}
+
+// Seconds since the process last refreshed its heartbeat, when this reader
+// shares its clock (same boot); negative when unknown.
+double HeartbeatAge(const TraceSnapshot& s) {
+  uint8_t boot[16] = {};
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  char text[64] = {};
+  if (f) {
+    if (!fgets(text, sizeof(text), f)) text[0] = '\0';
+    fclose(f);
+  }
+  int k = 0;
+  for (int i = 0; text[i] && text[i + 1] && k < 16; ++i) {
+    unsigned v;
+    if (text[i] == '-') continue;
+    if (sscanf(text + i, "%2x", &v) == 1) boot[k++] = uint8_t(v), ++i;
+  }
+  if (memcmp(boot, s.process.boot_id, 16) != 0) {
+    return double(RealtimeNs() - s.process.heartbeat_real_ns) / 1e9;
+  }
+  return double(MonotonicNs() - int64_t(s.process.heartbeat_mono_ns)) / 1e9;
+}
+
+void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
+  const fmt::ProcessInfo& p = s.process;
+  printf("== %s\n", s.path.c_str());
+  for (const std::string& w : s.warnings) printf("warning  %s\n", w.c_str());
+  std::string rank = p.rank >= 0 ? "rank " + std::to_string(p.rank) : "rank unknown";
+  if (p.world_size > 0) rank += " of " + std::to_string(p.world_size);
+  printf("process  pid %d on %s, %s (%s), job %s%s%s\n", p.pid, p.host, rank.c_str(),
+         fmt::RankSourceName(fmt::RankSource(p.rank_source)), p.job, p.step[0] ? " step " : "", p.step);
+  if (p.forked) printf("forked   from traced pid %d\n", p.parent_pid);
+  printf("command  %s\n", p.cmdline[0] ? p.cmdline : p.exe);
+
+  const fmt::ProcState state = fmt::ProcState(p.state);
+  const uint64_t last_ticks = p.end_ticks ? p.end_ticks : 0;
+  double ran = last_ticks ? s.Seconds(p.clock.start_ticks, last_ticks) : -1;
+  switch (state) {
+    case fmt::ProcState::kExited:
+      printf("state    exited with code %d after %.3f s\n", p.exit_code, ran);
+      break;
+    case fmt::ProcState::kCrashed:
+      printf("state    CRASHED: %s (code %d, address 0x%" PRIx64 ") in tid %d after %.3f s\n",
+             SignalName(p.signal).c_str(), p.signal_code, p.fault_addr, p.signal_tid, ran);
+      break;
+    case fmt::ProcState::kExeced:
+      printf("state    exec'ed a new program (which has its own trace file)\n");
+      break;
+    default: {
+      double age = HeartbeatAge(s);
+      bool alive = kill(p.pid, 0) == 0 || errno == EPERM;
+      printf("state    %s, heartbeat %.1f s ago%s\n", fmt::ProcStateName(state), age,
+             age > 3 ? (alive ? " (process exists but its runtime is silent: stopped?)"
+                              : " (gone without an exit record: killed?)")
+                     : "");
+    }
+  }
+  if (p.watchdog_timeout_ms) {
+    printf("watchdog timeout %.1f s, %u call(s) flagged\n", p.watchdog_timeout_ms / 1000.0, p.watchdog_fires);
+  }
+  printf("events   %zu readable, %" PRIu64 " overwritten by wrap, %" PRIu64 " rejected (mid-write)\n",
+         s.events.size(), s.events_lost, s.events_rejected);
+  if (s.header.counters.dropped) printf("dropped  %" PRIu64 " (tables full)\n", s.header.counters.dropped);
+
+  printf("threads  %zu\n", s.threads.size());
+  for (const ThreadInfo& t : s.threads) {
+    if (t.in_call) {
+      printf("  tid %u: IN %s for %.1f s (since %+.3f s)%s%s\n", t.tid, Describe(s, t.current).c_str(),
+             s.SecondsInCall(t.current.ticks), s.Seconds(p.clock.start_ticks, t.current.ticks),
+             t.watchdog_flagged ? "  [watchdog]" : "",
+             t.unstable ? "  (slot mid-write)" : "");
+    } else if (t.has_last) {
+      printf("  tid %u: not in a traced call; last returned from %s at %+.3f s\n", t.tid,
+             Describe(s, t.last).c_str(), s.Seconds(p.clock.start_ticks, t.last.ticks));
+    } else {
+      printf("  tid %u: no traced call yet\n", t.tid);
+    }
+  }
+  size_t ncomms = 0;
+  for (bool v : s.comm_valid) ncomms += v;
+  if (ncomms) printf("comms    %zu\n", ncomms);
+  for (size_t i = 0; i < s.comms.size(); ++i) {
+    if (!s.comm_valid[i]) continue;
+    const fmt::CommEntry& c = s.comms[i].entry;
+    RankSet members;
+    for (int32_t m : s.comms[i].members) members.Add(m);
+    printf("  %-12s id %016" PRIx64 " %s size %d my index %d%s%s%s, %" PRIu64 " collectives\n",
+           s.CommLabel(uint16_t(i)).c_str(), c.id, fmt::CommKindName(fmt::CommKind(c.kind)), c.size,
+           c.my_index, members.Empty() ? "" : " members ", members.ToString().c_str(),
+           (c.flags & fmt::kCommFreed) ? " (freed)" : "", c.coll_seq);
+  }
+  if (!s.stacks.empty()) printf("stacks   %zu thread(s), captured at %+.3f s\n", s.stacks.size(),
+                                s.Seconds(p.clock.start_ticks, s.stacks.front().ticks));
+  for (const StackInfo& st : s.stacks) {
+    const char* why = st.reason == fmt::StackReason::kCrash      ? "crash"
+                      : st.reason == fmt::StackReason::kWatchdog ? "watchdog"
+                                                                 : "request";
+    printf("  tid %u \"%s\" (%s)%s\n", st.tid, st.thread_name.c_str(), why,
+           st.status == fmt::StackStatus::kPending ? ": did not answer (signal blocked or in D state)" : "");
+    for (size_t i = 0; i < st.frames.size(); ++i) {
+      const fmt::StackFrame& f = st.frames[i];
+      if (f.symbol[0]) {
+        printf("    #%-2zu 0x%016" PRIx64 " %s+0x%x\n", i, f.pc, f.symbol, f.offset);
+      } else {
+        printf("    #%-2zu 0x%016" PRIx64 " ??\n", i, f.pc);
+      }
+    }
+  }
+  size_t first = all_events || s.events.size() <= max_events ? 0 : s.events.size() - max_events;
+  if (!s.events.empty()) {
+    printf("events   %s\n", first ? ("last " + std::to_string(max_events) + " (--events N, --all)").c_str() : "all");
+  }
+  for (size_t i = first; i < s.events.size(); ++i) {
+    const fmt::Record& r = s.events[i].rec;
+    std::string extra;
+    if (r.kind == uint8_t(fmt::EventKind::kEnd) && r.result) extra = " -> " + std::to_string(r.result);
+    if (r.kind == uint8_t(fmt::EventKind::kWatchdog)) extra = " (" + std::to_string(r.aux) + " ms in call)";
+    printf("  %+11.6f  tid %-7u %-8s %s%s\n", s.Seconds(p.clock.start_ticks, r.ticks), r.tid,
+           fmt::EventKindName(fmt::EventKind(r.kind)), Describe(s, r).c_str(), extra.c_str());
+  }
+  printf("\n");
+}
+
+}  // namespace
+
+int InspectCommand(int argc, char** argv) {
+  CLI::App app{
+      "Show what trace files hold: the process and its state, each thread's current call, the\n"
+      "communicators, captured stacks and the last events. PATH is a trace file or a folder\n"
+      "(searched two levels deep for *.htrace).\n\n"
+      "example:\n"
+      "  hangtrace inspect /dev/shm/hangtrace-$USER/12345/ --events 50\n",
+      "hangtrace inspect"};
+  std::vector<std::string> paths;
+  size_t max_events = 20;
+  bool all = false;
+  app.add_option("path", paths, "trace files or folders")->required()->expected(-1);
+  app.add_option("--events", max_events, "how many of the last events to list per file (default 20)");
+  app.add_flag("--all", all, "list every readable event");
+  CLI11_PARSE(app, argc, argv);
+
+  int read_ok = 0, failed = 0;
+  for (const std::string& path : paths) {
+    std::string error;
+    std::vector<std::string> files = FindTraceFiles(path, &error);
+    if (!error.empty()) {
+      fprintf(stderr, "hangtrace inspect: %s\n", error.c_str());
+      ++failed;
+      continue;
+    }
+    if (files.empty()) {
+      fprintf(stderr, "hangtrace inspect: no trace files (*.htrace) under %s\n", path.c_str());
+      ++failed;
+      continue;
+    }
+    for (const std::string& file : files) {
+      std::string err;
+      auto snap = ReadTraceFile(file, &err);
+      if (!snap) {
+        fprintf(stderr, "hangtrace inspect: %s\n", err.c_str());
+        ++failed;
+        continue;
+      }
+      PrintSnapshot(*snap, max_events, all);
+      ++read_ok;
+    }
+  }
+  return read_ok == 0 ? 1 : (failed ? 3 : 0);
+}
+
+}  // namespace hangtrace

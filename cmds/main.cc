@@ -1,0 +1,48 @@
+// hangtrace: one binary, a table of subcommands, one source file each.
+#include <cstdio>
+#include <cstring>
+
+#include "cmds/commands.h"
+
+namespace hangtrace {
+namespace {
+
+const CommandEntry kCommands[] = {
+    {"run", "run a command traced: hangtrace run [--dir D] [--timeout S] -- CMD ARGS...", RunCommand},
+    {"inspect", "show what trace files hold: process, threads, current calls, stacks, events",
+     InspectCommand},
+    {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
+};
+
+void Usage(FILE* out) {
+  fprintf(out,
+          "hangtrace: find which ranks of a hung MPI/NCCL job sit in which call, and why.\n\n"
+          "usage: hangtrace COMMAND [OPTIONS]   (hangtrace COMMAND --help for each)\n\n"
+          "commands:\n");
+  for (const CommandEntry& c : kCommands) fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  fprintf(out,
+          "\nexample:\n"
+          "  mpirun -np 8 hangtrace run --timeout 60 -- ./app    # trace every rank\n"
+          "  hangtrace inspect /dev/shm/hangtrace-$USER/          # look at the trace files\n");
+}
+
+}  // namespace
+}  // namespace hangtrace
+
+int main(int argc, char** argv) {
+  using namespace hangtrace;
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    Usage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("hangtrace %s\n", HANGTRACE_VERSION);
+    return 0;
+  }
+  for (const CommandEntry& c : kCommands) {
+    if (!strcmp(argv[1], c.name)) return c.main(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "hangtrace: unknown command '%s'\n\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}

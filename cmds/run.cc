@@ -1,0 +1,102 @@
+// hangtrace run: execs a command with libhangtrace.so preloaded.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cmds/commands.h"
+#include "tracer/config.h"
+
+namespace hangtrace {
+namespace {
+
+// build/bin/hangtrace -> build/lib/libhangtrace.so; installed bin/ -> lib/.
+std::string FindPreloadLibrary() {
+  if (const char* lib = getenv("HANGTRACE_LIB")) return lib;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const char* rel : {"/../lib/libhangtrace.so", "/libhangtrace.so"}) {
+    std::string p = dir + rel;
+    char real[PATH_MAX];
+    if (realpath(p.c_str(), real) && access(real, R_OK) == 0) return real;
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunCommand(int argc, char** argv) {
+  CLI::App app{
+      "Run CMD with every MPI, NCCL and CUDA call of the process recorded into a crash-durable trace\n"
+      "file (one per process, in DIR/<job>/). Works under mpirun and srun: put it after the launcher.\n\n"
+      "examples:\n"
+      "  mpirun -np 64 hangtrace run -- ./app --steps 100\n"
+      "  srun hangtrace run --timeout 300 -- python train.py\n"
+      "  hangtrace run --dir /tmp/traces --blocking coll -- ./app\n",
+      "hangtrace run"};
+  std::string dir, blocking;
+  double timeout = -1;
+  uint64_t ring = 0;
+  std::string job;
+  bool no_stacks = false;
+  std::vector<std::string> cmd;
+  app.add_option("--dir", dir, "folder for trace files (HANGTRACE_DIR; default /dev/shm/hangtrace-$USER)");
+  app.add_option("--timeout", timeout,
+                 "watchdog seconds: a call in flight longer is marked, all thread stacks are captured "
+                 "and one line is printed (HANGTRACE_TIMEOUT; default 120; 0 turns it off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--blocking", blocking,
+                 "off, coll, kernels or all: synchronize after each traced collective and/or kernel "
+                 "launch, a selective and recorded CUDA_LAUNCH_BLOCKING=1 (HANGTRACE_BLOCKING)");
+  app.add_option("--ring", ring, "event slots per thread lane, 64 bytes each (HANGTRACE_RING; default 65536)");
+  app.add_option("--job", job, "job id naming the subfolder (HANGTRACE_JOB; default from SLURM/mpirun)");
+  app.add_flag("--no-stacks", no_stacks, "never capture stacks inside the process (HANGTRACE_STACKS=0)");
+  app.add_option("cmd", cmd, "the command to run, after --")->required()->expected(-1);
+  app.allow_extras(false);
+  CLI11_PARSE(app, argc, argv);
+
+  BlockingMode mode;
+  if (!blocking.empty() && !ParseBlockingMode(blocking, &mode)) {
+    fprintf(stderr, "hangtrace run: --blocking must be off, coll, kernels or all, not '%s'\n", blocking.c_str());
+    return 2;
+  }
+  std::string lib = FindPreloadLibrary();
+  if (lib.empty()) {
+    fprintf(stderr,
+            "hangtrace run: cannot find libhangtrace.so next to this binary (../lib/); "
+            "set HANGTRACE_LIB to its path\n");
+    return 2;
+  }
+  std::string preload = lib;
+  if (const char* old = getenv("LD_PRELOAD"); old && *old) {
+    std::string rest = old;
+    if (rest.find(lib) == std::string::npos) preload += ":" + rest;
+    else preload = rest;  // already there: keep the user's order
+  }
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (!dir.empty()) setenv("HANGTRACE_DIR", dir.c_str(), 1);
+  if (timeout >= 0) setenv("HANGTRACE_TIMEOUT", std::to_string(timeout).c_str(), 1);
+  if (!blocking.empty()) setenv("HANGTRACE_BLOCKING", blocking.c_str(), 1);
+  if (ring) setenv("HANGTRACE_RING", std::to_string(ring).c_str(), 1);
+  if (!job.empty()) setenv("HANGTRACE_JOB", job.c_str(), 1);
+  if (no_stacks) setenv("HANGTRACE_STACKS", "0", 1);
+
+  std::vector<char*> args;
+  for (std::string& a : cmd) args.push_back(a.data());
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  fprintf(stderr, "hangtrace run: cannot execute '%s': %s\n", args[0], strerror(errno));
+  return 127;
+}
+
+}  // namespace hangtrace

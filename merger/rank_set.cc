@@ -1,0 +1,88 @@
+#include "merger/rank_set.h"
+
+#include <cstdlib>
+
+namespace hangtrace {
+
+void RankSet::Add(int32_t rank) {
+  if (rank < 0) return;
+  size_t w = size_t(rank) / 64;
+  if (w >= words_.size()) words_.resize(w + 1, 0);
+  words_[w] |= uint64_t(1) << (rank % 64);
+}
+
+bool RankSet::Contains(int32_t rank) const {
+  if (rank < 0 || size_t(rank) / 64 >= words_.size()) return false;
+  return (words_[size_t(rank) / 64] >> (rank % 64)) & 1;
+}
+
+void RankSet::Merge(const RankSet& other) {
+  if (other.words_.size() > words_.size()) words_.resize(other.words_.size(), 0);
+  for (size_t i = 0; i < other.words_.size(); ++i) words_[i] |= other.words_[i];
+}
+
+size_t RankSet::Count() const {
+  size_t n = 0;
+  for (uint64_t w : words_) n += size_t(__builtin_popcountll(w));
+  return n;
+}
+
+int32_t RankSet::First() const {
+  for (size_t i = 0; i < words_.size(); ++i) {
+    if (words_[i]) return int32_t(i * 64 + size_t(__builtin_ctzll(words_[i])));
+  }
+  return -1;
+}
+
+std::vector<int32_t> RankSet::Ranks() const {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < words_.size(); ++i) {
+    for (uint64_t w = words_[i]; w; w &= w - 1) out.push_back(int32_t(i * 64 + size_t(__builtin_ctzll(w))));
+  }
+  return out;
+}
+
+std::string RankSet::ToString() const {
+  std::string out;
+  int64_t start = -1, prev = -2;
+  auto flush = [&] {
+    if (start < 0) return;
+    if (!out.empty()) out += ',';
+    out += std::to_string(start);
+    if (prev > start) out += '-' + std::to_string(prev);
+  };
+  for (int32_t r : Ranks()) {
+    if (r != prev + 1) {
+      flush();
+      start = r;
+    }
+    prev = r;
+  }
+  flush();
+  return out;
+}
+
+bool RankSet::Parse(const std::string& text, RankSet* out) {
+  *out = RankSet();
+  size_t i = 0;
+  while (i < text.size()) {
+    char* end = nullptr;
+    long a = strtol(text.c_str() + i, &end, 10);
+    if (end == text.c_str() + i || a < 0) return false;
+    i = size_t(end - text.c_str());
+    long b = a;
+    if (i < text.size() && text[i] == '-') {
+      b = strtol(text.c_str() + i + 1, &end, 10);
+      if (end == text.c_str() + i + 1 || b < a) return false;
+      i = size_t(end - text.c_str());
+    }
+    for (long r = a; r <= b; ++r) out->Add(int32_t(r));
+    if (i < text.size()) {
+      if (text[i] != ',') return false;
+      ++i;
+    }
+  }
+  return true;
+}
+
+}  // namespace hangtrace

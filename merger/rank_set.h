@@ -1,0 +1,29 @@
+// Sets of ranks as bitsets, printed as ascending ranges ("0-4,6-7"), as in
+// LLNL STAT: merging is OR-ing words, printing is one pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hangtrace {
+
+class RankSet {
+ public:
+  void Add(int32_t rank);
+  bool Contains(int32_t rank) const;
+  void Merge(const RankSet& other);
+  size_t Count() const;
+  bool Empty() const { return Count() == 0; }
+  int32_t First() const;  // -1 when empty
+  std::vector<int32_t> Ranks() const;
+  // "0-4,6-7"; "" when empty.
+  std::string ToString() const;
+  // Parses the same syntax; false on anything else.
+  static bool Parse(const std::string& text, RankSet* out);
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+}  // namespace hangtrace

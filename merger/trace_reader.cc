@@ -1,0 +1,345 @@
+// The reader side of the protocols documented in tracer/format.h and
+// tracer/lane.h.
+#include "merger/trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "tracer/lane.h"
+
+namespace hangtrace {
+namespace {
+
+// A seqlock-protected copy: retries while the version is odd or changes.
+// Returns false when it never settled (a live writer storming, or a writer
+// that died mid-write): the copy is then best effort.
+template <typename T>
+bool SeqCopy(const uint8_t* src, T* out, const uint32_t* version) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
+    memcpy(static_cast<void*>(out), src, sizeof(T));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t v2 = __atomic_load_n(version, __ATOMIC_RELAXED);
+    if (v1 == v2 && !(v1 & 1)) return true;
+  }
+  return false;
+}
+
+bool IsPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
+
+}  // namespace
+
+std::string BoundedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+int64_t TraceSnapshot::TicksToMonoNs(uint64_t ticks) const {
+  const fmt::ClockInfo& c = process.clock;
+  if (c.kind != uint32_t(fmt::ClockKind::kTsc) || c.ticks_hz == 0) return int64_t(ticks);
+  __int128 d = (__int128)(int64_t)(ticks - c.ref_ticks) * 1000000000 / (__int128)c.ticks_hz;
+  return c.ref_mono_ns + int64_t(d);
+}
+
+int64_t TraceSnapshot::TicksToRealNs(uint64_t ticks) const {
+  return TicksToMonoNs(ticks) - process.clock.ref_mono_ns + process.clock.ref_real_ns;
+}
+
+double TraceSnapshot::Seconds(uint64_t from, uint64_t to) const {
+  return double(TicksToMonoNs(to) - TicksToMonoNs(from)) / 1e9;
+}
+
+int64_t TraceSnapshot::LastKnownMonoNs() const {
+  if (process.end_ticks) return TicksToMonoNs(process.end_ticks);
+  return int64_t(process.heartbeat_mono_ns);
+}
+
+double TraceSnapshot::SecondsInCall(uint64_t begin_ticks) const {
+  return std::max(0.0, double(LastKnownMonoNs() - TicksToMonoNs(begin_ticks)) / 1e9);
+}
+
+const CallDesc* TraceSnapshot::Call(uint16_t call) const {
+  return call < calls.size() ? &calls[call] : nullptr;
+}
+
+std::string TraceSnapshot::CallName(uint16_t call) const {
+  const CallDesc* c = Call(call);
+  return c ? c->name : "call#" + std::to_string(call);
+}
+
+const CommInfo* TraceSnapshot::Comm(uint16_t comm) const {
+  return comm < comms.size() && comm_valid[comm] ? &comms[comm] : nullptr;
+}
+
+std::string TraceSnapshot::CommLabel(uint16_t comm) const {
+  const CommInfo* c = Comm(comm);
+  if (!c) return comm == fmt::kNoComm ? "" : "comm#" + std::to_string(comm);
+  if (c->entry.label[0]) return BoundedString(c->entry.label, sizeof(c->entry.label));
+  char id[24];
+  snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(c->entry.id));
+  return id;
+}
+
+std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
+                                            const std::string& path, std::string* error,
+                                            const ReadOptions& options) {
+  auto fail = [&](const std::string& why) -> std::optional<TraceSnapshot> {
+    *error = path + ": " + why;
+    return std::nullopt;
+  };
+  if (size >= 8 && memcmp(data, fmt::kMagic, 8) != 0) return fail("not a hangtrace trace file (bad magic)");
+  if (size < fmt::kHeaderSize) {
+    return fail("truncated: " + std::to_string(size) + " bytes, shorter than the " +
+                std::to_string(fmt::kHeaderSize) + "-byte header");
+  }
+  TraceSnapshot s;
+  s.path = path;
+  s.bytes = size;
+  memcpy(&s.header, data, sizeof(s.header));
+  const fmt::FileHeader& h = s.header;
+  if (h.endian_tag != fmt::kEndianTag) return fail("written with another byte order; not readable here");
+  if (h.oldest_readable > fmt::kVersion) {
+    return fail("written by a newer hangtrace (format version " + std::to_string(h.version) +
+                ", readable from version " + std::to_string(h.oldest_readable) +
+                "); this reader knows version " + std::to_string(fmt::kVersion));
+  }
+  if (h.header_size != fmt::kHeaderSize || h.record_size != fmt::kRecordSize) {
+    return fail("corrupt header (header size " + std::to_string(h.header_size) + ", record size " +
+                std::to_string(h.record_size) + ")");
+  }
+  if (__atomic_load_n(&reinterpret_cast<const fmt::FileHeader*>(data)->ready, __ATOMIC_ACQUIRE) !=
+      fmt::kReadyMagic) {
+    return fail("incomplete: its process died or is still starting before the file was laid out");
+  }
+  if (h.section_count < fmt::kNumSections || h.section_count > fmt::kMaxSections) {
+    return fail("corrupt header (" + std::to_string(h.section_count) + " sections)");
+  }
+  if (h.file_size > size) {
+    s.warnings.push_back("truncated: " + std::to_string(size) + " of " +
+                         std::to_string(h.file_size) + " bytes present; what is missing is skipped");
+  }
+
+  // Each section is checked on its own: a damaged one is skipped, not fatal.
+  auto section = [&](fmt::SectionId id, size_t known, const char* what) -> const uint8_t* {
+    const fmt::Section& sec = h.sections[id];
+    if (sec.count == 0) return nullptr;
+    if (sec.entry_size < known) {
+      s.warnings.push_back(std::string(what) + " skipped: entries of " +
+                           std::to_string(sec.entry_size) + " bytes, expected " +
+                           std::to_string(known));
+      return nullptr;
+    }
+    unsigned __int128 end = (unsigned __int128)sec.offset + (unsigned __int128)sec.count * sec.entry_size;
+    if (sec.offset < fmt::kHeaderSize || sec.offset % 8 || end > size) {
+      s.warnings.push_back(std::string(what) + " skipped: outside the file (offset " +
+                           std::to_string(sec.offset) + ", " + std::to_string(sec.count) + " x " +
+                           std::to_string(sec.entry_size) + " bytes)");
+      return nullptr;
+    }
+    return data + sec.offset;
+  };
+
+  const uint8_t* proc = section(fmt::kSecProcess, sizeof(fmt::ProcessInfo), "process facts");
+  if (!proc) return fail("no readable process section: " + (s.warnings.empty() ? "" : s.warnings.back()));
+  memcpy(&s.process, proc, sizeof(s.process));
+  fmt::ProcessInfo& p = s.process;
+  // Bound every string so no later code can read past a field.
+  p.host[sizeof(p.host) - 1] = p.job[sizeof(p.job) - 1] = p.step[sizeof(p.step) - 1] = '\0';
+  p.exe[sizeof(p.exe) - 1] = p.cmdline[sizeof(p.cmdline) - 1] = '\0';
+  {
+    const auto* live = reinterpret_cast<const fmt::ProcessInfo*>(proc);
+    if (!SeqCopy(reinterpret_cast<const uint8_t*>(&live->clock), &p.clock, &live->clock.version)) {
+      s.warnings.push_back("clock block unstable; times may be off");
+    }
+    p.state = __atomic_load_n(&live->state, __ATOMIC_ACQUIRE);
+    p.heartbeat_mono_ns = __atomic_load_n(&live->heartbeat_mono_ns, __ATOMIC_ACQUIRE);
+    p.heartbeat_real_ns = __atomic_load_n(&live->heartbeat_real_ns, __ATOMIC_ACQUIRE);
+  }
+  if (p.clock.kind == uint32_t(fmt::ClockKind::kTsc) && p.clock.ticks_hz == 0) {
+    s.warnings.push_back("clock never calibrated (process ended within 20 ms of start); durations are in raw ticks");
+  }
+
+  const auto* live_counters =
+      reinterpret_cast<const fmt::Counters*>(data + offsetof(fmt::FileHeader, counters));
+  auto load32 = [](const uint32_t* p32) { return __atomic_load_n(p32, __ATOMIC_ACQUIRE); };
+
+  // Calls.
+  if (const uint8_t* base = section(fmt::kSecCalls, sizeof(fmt::CallInfo), "call table")) {
+    uint32_t n = std::min(load32(&live_counters->call_count), h.sections[fmt::kSecCalls].count);
+    s.calls.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      fmt::CallInfo ci;
+      memcpy(&ci, base + size_t(i) * h.sections[fmt::kSecCalls].entry_size, sizeof(ci));
+      s.calls.push_back({BoundedString(ci.name, sizeof(ci.name)), fmt::Api(ci.api), fmt::Op(ci.op), ci.flags});
+    }
+  }
+
+  // Communicators and their members.
+  const uint8_t* members = section(fmt::kSecMembers, sizeof(int32_t), "member pool");
+  const uint32_t member_cap = members ? h.sections[fmt::kSecMembers].count : 0;
+  if (const uint8_t* base = section(fmt::kSecComms, sizeof(fmt::CommEntry), "communicator table")) {
+    uint32_t n = std::min(load32(&live_counters->comm_count), h.sections[fmt::kSecComms].count);
+    s.comms.resize(n);
+    s.comm_valid.assign(n, false);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t* src = base + size_t(i) * h.sections[fmt::kSecComms].entry_size;
+      CommInfo& c = s.comms[i];
+      bool stable = SeqCopy(src, &c.entry, reinterpret_cast<const uint32_t*>(src));
+      if (c.entry.version == 0) continue;  // claimed, never published
+      if (!stable) s.warnings.push_back("communicator " + std::to_string(i) + " was being written; read best effort");
+      c.entry.label[sizeof(c.entry.label) - 1] = '\0';
+      s.comm_valid[i] = true;
+      if ((c.entry.flags & fmt::kCommMembersKnown) && c.entry.size > 0 &&
+          uint64_t(c.entry.members_offset) + uint64_t(c.entry.size) <= member_cap) {
+        c.members.resize(size_t(c.entry.size));
+        memcpy(c.members.data(), members + size_t(c.entry.members_offset) * sizeof(int32_t),
+               size_t(c.entry.size) * sizeof(int32_t));
+      }
+    }
+  }
+
+  // Threads and their lanes.
+  const uint8_t* threads = section(fmt::kSecThreads, sizeof(fmt::ThreadSlot), "thread table");
+  const uint8_t* ring = section(fmt::kSecRing, sizeof(fmt::Record), "event ring");
+  const uint32_t lane_slots = h.lane_slots;
+  bool lanes_ok = ring && threads && IsPowerOfTwo(lane_slots) &&
+                  uint64_t(lane_slots) * h.sections[fmt::kSecThreads].count <= h.sections[fmt::kSecRing].count &&
+                  h.sections[fmt::kSecRing].entry_size == sizeof(fmt::Record);
+  if (ring && threads && !lanes_ok) s.warnings.push_back("event ring skipped: lane layout is inconsistent");
+  if (threads) {
+    uint32_t n = std::min(load32(&live_counters->thread_count), h.sections[fmt::kSecThreads].count);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t* src = threads + size_t(i) * h.sections[fmt::kSecThreads].entry_size;
+      const auto* live = reinterpret_cast<const fmt::ThreadSlot*>(src);
+      fmt::ThreadSlot slot;
+      bool stable = SeqCopy(src, &slot, &live->version);
+      ThreadInfo t;
+      t.slot = i;
+      t.tid = slot.tid;
+      t.head = __atomic_load_n(&live->head, __ATOMIC_ACQUIRE);
+      t.unstable = !stable;
+      t.in_call = slot.current.kind == uint8_t(fmt::EventKind::kBegin);
+      t.current = slot.current;
+      t.has_last = slot.last.kind == uint8_t(fmt::EventKind::kEnd);
+      t.last = slot.last;
+      t.watchdog_flagged = t.in_call && slot.watchdog_ticks == slot.current.ticks;
+      if (t.tid != 0) s.threads.push_back(t);
+
+      if (!lanes_ok || !options.events || t.head == 0) continue;
+      // The lane, oldest readable record first; probe one past the head (a
+      // writer that died between commit and head update).
+      const auto* lane = reinterpret_cast<const fmt::Record*>(ring) + uint64_t(i) * lane_slots;
+      uint64_t first = t.head > lane_slots ? t.head - lane_slots : 0;
+      s.events_lost += first;
+      for (uint64_t idx = first; idx <= t.head; ++idx) {
+        const fmt::Record* r = &lane[idx & (lane_slots - 1)];
+        const uint32_t want = LaneTicket(idx);
+        uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
+        if (c1 != want) {
+          if (idx < t.head) ++s.events_rejected;
+          continue;
+        }
+        Event e;
+        memcpy(&e.rec, r, sizeof(e.rec));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&r->commit, __ATOMIC_RELAXED) != want) {
+          ++s.events_rejected;
+          continue;
+        }
+        e.lane = i;
+        e.index = idx;
+        s.events.push_back(e);
+      }
+    }
+  }
+  std::sort(s.events.begin(), s.events.end(), [](const Event& a, const Event& b) {
+    if (a.rec.ticks != b.rec.ticks) return a.rec.ticks < b.rec.ticks;
+    if (a.lane != b.lane) return a.lane < b.lane;
+    return a.index < b.index;
+  });
+
+  // Stacks: the current round, in slot order.
+  if (const uint8_t* base = section(fmt::kSecStacks, sizeof(fmt::StackSlot), "stack table")) {
+    uint32_t n = std::min(load32(&live_counters->stack_count), h.sections[fmt::kSecStacks].count);
+    for (uint32_t i = 0; i < n; ++i) {
+      fmt::StackSlot slot;
+      memcpy(&slot, base + size_t(i) * h.sections[fmt::kSecStacks].entry_size, sizeof(slot));
+      if (slot.status == uint32_t(fmt::StackStatus::kEmpty) || slot.tid == 0) continue;
+      StackInfo st;
+      st.tid = slot.tid;
+      st.thread_name = BoundedString(slot.thread_name, sizeof(slot.thread_name));
+      st.reason = fmt::StackReason(slot.reason);
+      st.status = fmt::StackStatus(slot.status);
+      st.ticks = slot.ticks;
+      uint32_t nf = std::min(slot.nframes, fmt::kMaxFrames);
+      for (uint32_t f = 0; f < nf; ++f) {
+        slot.frames[f].symbol[fmt::kSymbolLen - 1] = '\0';
+        st.frames.push_back(slot.frames[f]);
+      }
+      s.stacks.push_back(std::move(st));
+    }
+  }
+  return s;
+}
+
+std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
+                                           const ReadOptions& options) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = path + ": cannot open: " + strerror(errno);
+    return std::nullopt;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = path + ": not a regular file";
+    close(fd);
+    return std::nullopt;
+  }
+  size_t size = size_t(st.st_size);
+  if (size == 0) {
+    close(fd);
+    *error = path + ": empty file (its process died before writing the header?)";
+    return std::nullopt;
+  }
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    *error = path + ": cannot map: " + strerror(errno);
+    return std::nullopt;
+  }
+  auto snap = ReadTraceBytes(static_cast<const uint8_t*>(map), size, path, error, options);
+  munmap(map, size);
+  return snap;
+}
+
+std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) {
+    *error = path + ": no such file or folder";
+    return out;
+  }
+  if (fs::is_regular_file(st)) {
+    out.push_back(path);
+    return out;
+  }
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it.depth() > 2) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file() && it->path().extension() == ".htrace") out.push_back(it->path().string());
+  }
+  if (ec) *error = path + ": " + ec.message();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace hangtrace

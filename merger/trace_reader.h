@@ -1,0 +1,112 @@
+// Reading one trace file (live, dead or copied) into a consistent snapshot.
+//
+// The reader trusts nothing in the file: every size, offset and count is
+// checked against the bytes present, every string is bounded, and only
+// committed records are accepted (tracer/lane.h). A file that cannot be used
+// at all gives an error naming what is wrong; a file that is partly damaged
+// gives a snapshot plus warnings saying what was skipped.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracer/format.h"
+
+namespace hangtrace {
+
+struct CallDesc {
+  std::string name;
+  fmt::Api api = fmt::Api::kUnknown;
+  fmt::Op op = fmt::Op::kNone;
+  uint8_t flags = 0;
+};
+
+struct CommInfo {
+  fmt::CommEntry entry{};       // as written; label bounded
+  std::vector<int32_t> members; // world ranks, when the file lists them
+};
+
+struct ThreadInfo {
+  uint32_t slot = 0;
+  uint32_t tid = 0;
+  uint64_t head = 0;            // records ever written to its lane
+  bool in_call = false;         // `current` is an open call
+  fmt::Record current{};
+  bool has_last = false;
+  fmt::Record last{};
+  bool watchdog_flagged = false;  // the watchdog flagged `current`
+  bool unstable = false;        // kept changing or was mid-write: best effort
+};
+
+struct StackInfo {
+  uint32_t tid = 0;
+  std::string thread_name;
+  fmt::StackReason reason = fmt::StackReason::kNone;
+  fmt::StackStatus status = fmt::StackStatus::kEmpty;
+  uint64_t ticks = 0;
+  std::vector<fmt::StackFrame> frames;
+};
+
+struct Event {
+  fmt::Record rec{};
+  uint32_t lane = 0;
+  uint64_t index = 0;  // index within its lane
+};
+
+struct TraceSnapshot {
+  std::string path;
+  uint64_t bytes = 0;  // size of the file as read
+  fmt::FileHeader header{};
+  fmt::ProcessInfo process{};
+  std::vector<CallDesc> calls;
+  std::vector<CommInfo> comms;      // index = CommEntry index in the file
+  std::vector<bool> comm_valid;     // false: slot never published / unreadable
+  std::vector<ThreadInfo> threads;  // slots with an owner
+  std::vector<StackInfo> stacks;    // the latest capture round, plus crashes
+  std::vector<Event> events;        // every lane, ordered by time
+  uint64_t events_lost = 0;         // overwritten by the ring wrapping
+  uint64_t events_rejected = 0;     // being written, or torn: not accepted
+  std::vector<std::string> warnings;
+
+  // Clock conversion (ClockInfo of the file).
+  int64_t TicksToMonoNs(uint64_t ticks) const;
+  int64_t TicksToRealNs(uint64_t ticks) const;
+  // Seconds from `from` to `to` ticks of this file.
+  double Seconds(uint64_t from, uint64_t to) const;
+  // The last moment the file vouches for: the exit or crash, else the last
+  // heartbeat (CLOCK_MONOTONIC ns of the writer's machine).
+  int64_t LastKnownMonoNs() const;
+  // How long the call that began at `begin_ticks` had been running then.
+  double SecondsInCall(uint64_t begin_ticks) const;
+
+  std::string CallName(uint16_t call) const;
+  const CallDesc* Call(uint16_t call) const;
+  const CommInfo* Comm(uint16_t comm) const;
+  // The communicator's label, or its id in hex.
+  std::string CommLabel(uint16_t comm) const;
+};
+
+struct ReadOptions {
+  bool events = true;  // false: skip the ring (fast: header, tables, stacks)
+};
+
+// Reads bytes of a trace file (a mapping or a copy). On failure returns
+// nullopt and sets `error` to one sentence naming the problem.
+std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
+                                            const std::string& path, std::string* error,
+                                            const ReadOptions& options = {});
+
+// Maps and reads the file at `path` (read-only; the writer may be running).
+std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
+                                           const ReadOptions& options = {});
+
+// The trace files under `path`: the file itself, or *.htrace in a folder
+// and its subfolders (one level of job folders), sorted by name.
+std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error);
+
+// Copies a string field of fixed capacity, stopping at NUL or capacity.
+std::string BoundedString(const char* s, size_t cap);
+
+}  // namespace hangtrace

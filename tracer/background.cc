@@ -1,0 +1,146 @@
+// The runtime's one background thread: heartbeat, clock calibration and the
+// watchdog. It never calls into MPI, NCCL or CUDA, never takes a lock that a
+// traced thread may hold, and prints with write(2) only.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tracer/internal.h"
+#include "tracer/runtime.h"
+
+namespace hangtrace {
+namespace {
+
+constexpr int64_t kTickNs = 100 * 1000000;       // wake-up period
+constexpr int64_t kHeartbeatNs = 500 * 1000000;  // at least twice a second
+
+// Copies a thread's current call under its seqlock. False when it kept
+// changing (the owner is busy entering and leaving calls: not stuck).
+bool ReadCurrent(const fmt::ThreadSlot* s, fmt::Record* out) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint32_t v1 = __atomic_load_n(&s->version, __ATOMIC_ACQUIRE);
+    if (v1 & 1) continue;
+    memcpy(out, &s->current, sizeof(*out));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&s->version, __ATOMIC_RELAXED) == v1) return true;
+  }
+  return false;
+}
+
+std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
+  std::string name = "call";
+  if (r.call < f->header->counters.call_count) name = f->calls[r.call].name;
+  std::string s = name;
+  if (r.seq) s += " #" + std::to_string(r.seq);
+  if (r.comm != fmt::kNoComm && r.comm < fmt::kMaxComms) {
+    const fmt::CommEntry& c = f->comms[r.comm];
+    char id[32];
+    snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(c.id));
+    s += std::string(" on comm '") + (c.label[0] ? c.label : id) + "'";
+  }
+  if (r.peer >= 0) s += " peer/root " + std::to_string(r.peer);
+  return s;
+}
+
+void Watchdog(TraceFile* f, uint64_t now_ticks) {
+  const fmt::ProcessInfo* p = f->process;
+  const uint64_t hz = p->clock.ticks_hz;
+  if (!p->watchdog_timeout_ms || !hz) return;
+  const uint64_t limit = uint64_t((unsigned __int128)p->watchdog_timeout_ms * hz / 1000);
+  const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
+  std::string lines[8];
+  int nlines = 0, fired = 0;
+  for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
+    fmt::ThreadSlot* s = &f->threads[i];
+    if (!__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)) continue;
+    fmt::Record cur;
+    if (!ReadCurrent(s, &cur) || cur.kind != uint8_t(fmt::EventKind::kBegin)) continue;
+    if (now_ticks < cur.ticks || now_ticks - cur.ticks < limit) continue;
+    if (__atomic_load_n(&s->watchdog_ticks, __ATOMIC_ACQUIRE) == cur.ticks) continue;  // flagged
+    __atomic_store_n(&s->watchdog_ticks, cur.ticks, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&s->watchdog_fires, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&f->process->watchdog_fires, 1, __ATOMIC_RELAXED);
+    const uint64_t ms = uint64_t((unsigned __int128)(now_ticks - cur.ticks) * 1000 / hz);
+    fmt::Record mark = cur;  // the hung call, as a WATCHDOG event on our lane
+    mark.aux = uint32_t(ms > UINT32_MAX ? UINT32_MAX : ms);
+    RecordEvent(mark, fmt::EventKind::kWatchdog);
+    ++fired;
+    if (nlines < 8) {
+      char head[160];
+      snprintf(head, sizeof(head), "hangtrace: watchdog: rank %d pid %d tid %u in ", p->rank,
+               p->pid, cur.tid);
+      char tail[64];
+      snprintf(tail, sizeof(tail), " for %.1f s", double(ms) / 1000.0);
+      lines[nlines++] = head + DescribeCall(f, cur) + tail;
+    }
+  }
+  if (!fired) return;
+  int stacks = 0;
+  if (RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
+  if (RuntimeConfig().quiet) return;
+  for (int i = 0; i < nlines; ++i) {
+    std::string line = lines[i];
+    if (i == nlines - 1) {
+      line += "; " + std::to_string(stacks) + " thread stacks saved in " + f->path;
+    }
+    WriteStderrLine(line.c_str());
+  }
+}
+
+void* BackgroundMain(void*) {
+  // The tracer's own thread: nothing it calls is recorded as a traced call.
+  t_thread.depth = 1u << 30;
+  prctl(PR_SET_NAME, "hangtrace", 0, 0, 0);
+  int64_t last_heartbeat = 0;
+  int64_t started = MonotonicNs();
+  bool first = true;
+  for (;;) {
+    // The first wake-up is early, to calibrate the clock for short programs.
+    int64_t sleep_ns = first ? 20 * 1000000 : kTickNs;
+    first = false;
+    struct timespec ts = {time_t(sleep_ns / 1000000000), long(sleep_ns % 1000000000)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+    if (!f) return nullptr;  // fork child without a file: nothing to do
+    fmt::ProcessInfo* p = f->process;
+    int64_t now = MonotonicNs();
+    // Refine the tick rate: often at first, then every few seconds (the
+    // longer the baseline, the better the estimate).
+    if (now - started < 10ll * 1000000000 || (p->heartbeat_count % 10) == 0) UpdateClock(&p->clock);
+    if (now - last_heartbeat >= kHeartbeatNs) {
+      last_heartbeat = now;
+      __atomic_store_n(&p->heartbeat_mono_ns, uint64_t(now), __ATOMIC_RELEASE);
+      __atomic_store_n(&p->heartbeat_real_ns, RealtimeNs(), __ATOMIC_RELEASE);
+      __atomic_fetch_add(&p->heartbeat_count, 1, __ATOMIC_RELEASE);
+    }
+    Watchdog(f, NowTicks());
+  }
+}
+
+}  // namespace
+
+void StartBackgroundThread() {
+  // Block every signal in the new thread, so signals meant for the program
+  // are never delivered to ours.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t th;
+  int rc = pthread_create(&th, &attr, BackgroundMain, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) WriteStderrLine("hangtrace: cannot start the watchdog thread; tracing without it");
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,144 @@
+// Names of the on-disk enums, for readers and reports.
+#include "tracer/format.h"
+
+namespace hangtrace::fmt {
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kNone: return "none";
+    case Op::kAllreduce: return "allreduce";
+    case Op::kBcast: return "bcast";
+    case Op::kReduce: return "reduce";
+    case Op::kAllgather: return "allgather";
+    case Op::kReducescatter: return "reducescatter";
+    case Op::kAlltoall: return "alltoall";
+    case Op::kGather: return "gather";
+    case Op::kScatter: return "scatter";
+    case Op::kBarrier: return "barrier";
+    case Op::kScan: return "scan";
+    case Op::kSend: return "send";
+    case Op::kRecv: return "recv";
+    case Op::kSendrecv: return "sendrecv";
+    case Op::kWait: return "wait";
+    case Op::kKernel: return "kernel";
+    case Op::kSync: return "sync";
+    case Op::kCompute: return "compute";
+    case Op::kProbe: return "probe";
+    case Op::kCommMgmt: return "comm";
+    case Op::kGroup: return "group";
+    case Op::kOther: return "other";
+  }
+  return "unknown";
+}
+
+const char* ApiName(Api api) {
+  switch (api) {
+    case Api::kUnknown: return "unknown";
+    case Api::kMpi: return "MPI";
+    case Api::kNccl: return "NCCL";
+    case Api::kCuda: return "CUDA";
+    case Api::kHip: return "HIP";
+    case Api::kUser: return "user";
+  }
+  return "unknown";
+}
+
+const char* DtypeName(Dtype d) {
+  switch (d) {
+    case Dtype::kNone: return "none";
+    case Dtype::kInt8: return "int8";
+    case Dtype::kUint8: return "uint8";
+    case Dtype::kInt16: return "int16";
+    case Dtype::kUint16: return "uint16";
+    case Dtype::kInt32: return "int32";
+    case Dtype::kUint32: return "uint32";
+    case Dtype::kInt64: return "int64";
+    case Dtype::kUint64: return "uint64";
+    case Dtype::kFloat16: return "float16";
+    case Dtype::kBfloat16: return "bfloat16";
+    case Dtype::kFloat32: return "float32";
+    case Dtype::kFloat64: return "float64";
+    case Dtype::kByte: return "byte";
+    case Dtype::kChar: return "char";
+    case Dtype::kBool: return "bool";
+    case Dtype::kFloat8e4m3: return "float8e4m3";
+    case Dtype::kFloat8e5m2: return "float8e5m2";
+    case Dtype::kLongDouble: return "long_double";
+    case Dtype::kPair: return "pair";
+    case Dtype::kOther: return "other";
+  }
+  return "unknown";
+}
+
+const char* RedopName(Redop r) {
+  switch (r) {
+    case Redop::kNone: return "none";
+    case Redop::kSum: return "sum";
+    case Redop::kProd: return "prod";
+    case Redop::kMax: return "max";
+    case Redop::kMin: return "min";
+    case Redop::kAvg: return "avg";
+    case Redop::kBand: return "band";
+    case Redop::kBor: return "bor";
+    case Redop::kBxor: return "bxor";
+    case Redop::kLand: return "land";
+    case Redop::kLor: return "lor";
+    case Redop::kLxor: return "lxor";
+    case Redop::kMaxloc: return "maxloc";
+    case Redop::kMinloc: return "minloc";
+    case Redop::kReplace: return "replace";
+    case Redop::kOther: return "other";
+  }
+  return "unknown";
+}
+
+const char* CommKindName(CommKind k) {
+  switch (k) {
+    case CommKind::kUnknown: return "unknown";
+    case CommKind::kMpi: return "MPI";
+    case CommKind::kNccl: return "NCCL";
+    case CommKind::kRccl: return "RCCL";
+    case CommKind::kUser: return "user";
+  }
+  return "unknown";
+}
+
+const char* ProcStateName(ProcState s) {
+  switch (s) {
+    case ProcState::kStarting: return "starting";
+    case ProcState::kRunning: return "running";
+    case ProcState::kExited: return "exited";
+    case ProcState::kCrashed: return "crashed";
+    case ProcState::kExeced: return "exec'ed";
+  }
+  return "unknown";
+}
+
+const char* RankSourceName(RankSource s) {
+  switch (s) {
+    case RankSource::kNone: return "none";
+    case RankSource::kEnvOmpi: return "OMPI_COMM_WORLD_RANK";
+    case RankSource::kEnvPmi: return "PMI_RANK";
+    case RankSource::kEnvPmix: return "PMIX_RANK";
+    case RankSource::kEnvSlurm: return "SLURM_PROCID";
+    case RankSource::kEnvTorch: return "RANK";
+    case RankSource::kMpi: return "MPI_Comm_rank";
+    case RankSource::kInherited: return "inherited from parent";
+    case RankSource::kNccl: return "NCCL";
+  }
+  return "unknown";
+}
+
+const char* EventKindName(EventKind k) {
+  switch (k) {
+    case EventKind::kEmpty: return "empty";
+    case EventKind::kBegin: return "BEGIN";
+    case EventKind::kEnd: return "END";
+    case EventKind::kMark: return "MARK";
+    case EventKind::kComplete: return "COMPLETE";
+    case EventKind::kWatchdog: return "WATCHDOG";
+  }
+  return "unknown";
+}
+
+}  // namespace hangtrace::fmt

@@ -1,0 +1,487 @@
+// hangtrace on-disk trace file format, version 1.
+//
+// This is the one header that both the writer (the runtime inside a traced
+// process, tracer/) and every reader (merger/, the node-side dump, tests)
+// include. docs/FORMAT.md describes the same layout in prose.
+//
+// Rules that keep old files readable forever:
+//   * Every on-disk struct has a fixed size and fixed offsets, pinned below
+//     with static_assert. Fields are only ever appended (inside reserved
+//     space or at the end of a struct whose size grows with a version bump).
+//   * Enums written to disk are never renumbered; new values are appended.
+//   * The header names the size of each section's entries, so a reader that
+//     knows an older, smaller entry reads the prefix it knows.
+//   * `oldest_readable` is the oldest reader version that can still read the
+//     file: a writer that only appends sets it lower than `version`.
+//
+// Layout of one file (one per traced process):
+//
+//   [FileHeader 4096 B][ProcessInfo][CallInfo x N][CommEntry x N]
+//   [member pool: int32 x N][ThreadSlot x T][StackSlot x N]
+//   [ring: T lanes x 2^k Records]
+//
+// Each section starts on a 4096-byte boundary. The ring is split into one
+// lane per ThreadSlot: a thread that makes a traced call claims a slot and
+// is then the only writer of that slot and its lane, so the record path
+// needs no atomic read-modify-write (measured on the 2-core dev VM: 42 ns
+// per BEGIN+END with lanes, 85 ns with one shared ring and a claim CAS), and
+// a thread flooding kernel launches cannot evict the collectives of another.
+//
+// Concurrency (the writer is the traced process; a reader may be another
+// process reading the shared mapping while the writer runs, or after it died):
+//   * Ring records: see tracer/lane.h for the commit protocol. A reader never
+//     accepts a record whose `commit` does not equal the value expected for
+//     that lane index, checked before and after copying.
+//   * ThreadSlot, StackSlot, CommEntry and the clock block are seqlocks: the
+//     `version` word is odd while the owner writes; a reader copies, re-reads
+//     `version`, and retries (or gives up) when it changed or was odd.
+//   * Counters (ring head, table counts) are 64/32-bit aligned words written
+//     with atomic stores; a reader loads them once and clamps to capacity.
+//
+// All integers are little-endian (checked with `endian_tag`); times in
+// records are raw clock ticks of the writing process, converted to
+// nanoseconds with the ClockInfo block of that file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hangtrace::fmt {
+
+inline constexpr char kMagic[8] = {'H', 'N', 'G', 'T', 'R', 'A', 'C', 'E'};
+inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kOldestReadable = 1;
+inline constexpr uint32_t kEndianTag = 0x01020304u;
+inline constexpr uint32_t kHeaderSize = 4096;
+inline constexpr uint32_t kRecordSize = 64;
+// `ready` holds this once the writer has laid the file out; before that a
+// reader sees a file still being created and must not trust the sections.
+inline constexpr uint32_t kReadyMagic = 0x52454459u;  // "READ" + Y
+
+// ---------------------------------------------------------------------------
+// Enums written to disk. Append only; never renumber.
+
+// Which API family a traced call belongs to.
+enum class Api : uint8_t {
+  kUnknown = 0,
+  kMpi = 1,
+  kNccl = 2,  // also RCCL, which exports NCCL's symbols
+  kCuda = 3,  // runtime and driver API
+  kHip = 4,
+  kUser = 5,  // annotations made through the public C API (hangtrace.h)
+};
+
+// The API-neutral operation, the `op` of the JSON contract.
+enum class Op : uint8_t {
+  kNone = 0,
+  kAllreduce = 1,
+  kBcast = 2,
+  kReduce = 3,
+  kAllgather = 4,
+  kReducescatter = 5,
+  kAlltoall = 6,
+  kGather = 7,
+  kScatter = 8,
+  kBarrier = 9,
+  kScan = 10,
+  kSend = 11,
+  kRecv = 12,
+  kSendrecv = 13,
+  kWait = 14,
+  kKernel = 15,
+  kSync = 16,
+  kCompute = 17,  // not in any traced call
+  kProbe = 18,
+  kCommMgmt = 19,  // init, split, dup, free, ...
+  kGroup = 20,     // NCCL group start/end
+  kOther = 21,
+};
+
+// CallInfo::flags: how a call is matched across ranks.
+enum CallFlags : uint8_t {
+  kCallCollective = 1u << 0,  // sequenced per communicator
+  kCallP2p = 1u << 1,         // sequenced per (comm, peer, tag)
+  kCallRooted = 1u << 2,      // Record::peer is the root
+  kCallNonblocking = 1u << 3, // BEGIN at post; END at the completion
+  kCallCompletion = 1u << 4,  // Wait/Test: retires requests
+  kCallBlocking = 1u << 5,    // may block the host thread
+};
+
+// Record::kind.
+enum class EventKind : uint8_t {
+  kEmpty = 0,
+  kBegin = 1,     // a traced call was entered (or a nonblocking one posted)
+  kEnd = 2,       // it returned (or the request it posted was retired)
+  kMark = 3,      // a user annotation (hangtrace_mark)
+  kComplete = 4,  // the device finished the work of a call (aux: ring index)
+  kWatchdog = 5,  // the watchdog found `aux` ms spent in the call in `seq`
+};
+
+// Record::flags.
+enum RecordFlags : uint8_t {
+  kRecAnyPeer = 1u << 0,     // MPI_ANY_SOURCE as posted
+  kRecAnyTag = 1u << 1,      // MPI_ANY_TAG as posted
+  kRecInGroup = 1u << 2,     // inside an NCCL group (aux: group id)
+  kRecNested = 1u << 3,      // entered while another traced call was open
+  kRecError = 1u << 4,       // result is an error code of the API
+};
+
+// API-neutral datatypes. kOther: a derived or unknown type.
+enum class Dtype : uint8_t {
+  kNone = 0, kInt8 = 1, kUint8 = 2, kInt16 = 3, kUint16 = 4, kInt32 = 5,
+  kUint32 = 6, kInt64 = 7, kUint64 = 8, kFloat16 = 9, kBfloat16 = 10,
+  kFloat32 = 11, kFloat64 = 12, kByte = 13, kChar = 14, kBool = 15,
+  kFloat8e4m3 = 16, kFloat8e5m2 = 17, kLongDouble = 18, kPair = 19,
+  kOther = 255,
+};
+
+// API-neutral reduction operations.
+enum class Redop : uint8_t {
+  kNone = 0, kSum = 1, kProd = 2, kMax = 3, kMin = 4, kAvg = 5, kBand = 6,
+  kBor = 7, kBxor = 8, kLand = 9, kLor = 10, kLxor = 11, kMaxloc = 12,
+  kMinloc = 13, kReplace = 14, kOther = 255,
+};
+
+enum class CommKind : uint8_t {
+  kUnknown = 0, kMpi = 1, kNccl = 2, kRccl = 3, kUser = 4,
+};
+
+// CommEntry::flags.
+enum CommFlags : uint8_t {
+  kCommMembersKnown = 1u << 0,  // members_* lists the world ranks
+  kCommWorld = 1u << 1,         // the world communicator: member i is rank i
+  kCommFreed = 1u << 2,
+  kCommInter = 1u << 3,         // an intercommunicator
+};
+
+// ProcessInfo::state. A reader combines it with the heartbeat and /proc to
+// tell running, wedged, stopped, crashed and exited apart.
+enum class ProcState : uint32_t {
+  kStarting = 0,
+  kRunning = 1,
+  kExited = 2,   // exit() ran; exit_code is valid
+  kCrashed = 3,  // a fatal signal arrived; signal fields are valid
+  kExeced = 4,   // the process exec'ed a new image, which has its own file
+};
+
+// Where ProcessInfo::rank came from, most trusted last.
+enum class RankSource : uint8_t {
+  kNone = 0,
+  kEnvOmpi = 1,   // OMPI_COMM_WORLD_RANK
+  kEnvPmi = 2,    // PMI_RANK
+  kEnvPmix = 3,   // PMIX_RANK
+  kEnvSlurm = 4,  // SLURM_PROCID
+  kEnvTorch = 5,  // RANK (torchrun and friends)
+  kMpi = 6,       // MPI_Comm_rank(MPI_COMM_WORLD) at MPI_Init
+  kInherited = 7, // a fork child: the parent's rank, not a rank of its own
+  kNccl = 8,      // from the first NCCL communicator when nothing else said
+};
+
+enum class ClockKind : uint32_t {
+  kMonotonicNs = 1,  // ticks are CLOCK_MONOTONIC nanoseconds
+  kTsc = 2,          // ticks are x86 TSC cycles; see ClockInfo
+};
+
+// StackSlot::reason.
+enum class StackReason : uint32_t {
+  kNone = 0,
+  kWatchdog = 1,  // the watchdog found a call in flight past the timeout
+  kCrash = 2,     // the thread received a fatal signal
+  kRequest = 3,   // hangtrace_capture_stacks() or a dump request
+};
+
+// StackSlot::status.
+enum class StackStatus : uint32_t {
+  kEmpty = 0,
+  kPending = 1,     // signal sent, handler has not finished (blocked? D state?)
+  kDone = 2,
+  kTruncated = 3,   // more frames than kMaxFrames
+};
+
+// FileHeader::features bits.
+enum Features : uint64_t {
+  kFeatTscClock = 1ull << 0,
+  kFeatStacks = 1ull << 1,   // in-process stack capture is armed
+};
+
+// ---------------------------------------------------------------------------
+// The file header: fixed at offset 0, 4096 bytes (one page).
+
+// One entry of the section table.
+struct Section {
+  uint64_t offset;      // from the start of the file
+  uint32_t count;       // capacity in entries
+  uint32_t entry_size;  // bytes per entry, as written
+};
+static_assert(sizeof(Section) == 16);
+
+enum SectionId : uint32_t {
+  kSecProcess = 0,
+  kSecCalls = 1,
+  kSecComms = 2,
+  kSecMembers = 3,
+  kSecThreads = 4,
+  kSecStacks = 5,
+  kSecRing = 6,
+  kNumSections = 7,
+  kMaxSections = 16,
+};
+
+// Counters that grow while the process runs. Each is written with an atomic
+// store (release) by the runtime; readers load them once.
+struct Counters {
+  uint64_t reserved0;
+  uint32_t call_count;      // CallInfo entries published
+  uint32_t comm_count;      // CommEntry slots claimed
+  uint32_t member_count;    // member-pool entries claimed
+  uint32_t thread_count;    // ThreadSlot entries ever claimed (high water)
+  uint32_t stack_round;     // increments with each stack capture round
+  uint32_t stack_count;     // StackSlot entries filled in the current round
+  uint64_t dropped;         // events not recorded: full tables, re-entry
+  uint64_t reserved[4];
+};
+static_assert(sizeof(Counters) == 72);
+
+struct FileHeader {
+  char magic[8];              // kMagic
+  uint16_t version;           // kVersion of the writer
+  uint16_t oldest_readable;   // oldest reader version that can read this
+  uint32_t endian_tag;        // kEndianTag as written by the writer
+  uint32_t header_size;       // kHeaderSize
+  uint32_t record_size;       // kRecordSize
+  uint64_t features;          // Features
+  uint64_t file_size;         // bytes; a shorter file is truncated
+  uint32_t ready;             // kReadyMagic once the layout is complete
+  uint32_t section_count;     // kNumSections
+  uint32_t lane_slots;        // records per lane (power of two); the ring
+                              // section holds sections[kSecThreads].count lanes
+  uint32_t reserved0;
+  Section sections[kMaxSections];
+  Counters counters;
+  uint8_t reserved[kHeaderSize - 56 - 16 * kMaxSections - sizeof(Counters)];
+};
+static_assert(offsetof(FileHeader, version) == 8);
+static_assert(offsetof(FileHeader, endian_tag) == 12);
+static_assert(offsetof(FileHeader, record_size) == 20);
+static_assert(offsetof(FileHeader, features) == 24);
+static_assert(offsetof(FileHeader, file_size) == 32);
+static_assert(offsetof(FileHeader, ready) == 40);
+static_assert(offsetof(FileHeader, lane_slots) == 48);
+static_assert(offsetof(FileHeader, sections) == 56);
+static_assert(offsetof(FileHeader, counters) == 312);
+static_assert(sizeof(FileHeader) == kHeaderSize);
+
+// ---------------------------------------------------------------------------
+// Process facts.
+
+// The clock block: a (ticks, monotonic, realtime) triple read together, and
+// the tick rate. For kTsc the runtime's background thread refines `ticks_hz`
+// from two triples seconds apart; the reader converts a tick t to
+//   mono_ns = ref_mono_ns + (t - ref_ticks) * 1e9 / ticks_hz.
+struct ClockInfo {
+  uint32_t version;      // seqlock word
+  uint32_t kind;         // ClockKind
+  uint64_t ref_ticks;
+  int64_t ref_mono_ns;   // CLOCK_MONOTONIC at ref_ticks
+  int64_t ref_real_ns;   // CLOCK_REALTIME at ref_ticks
+  uint64_t ticks_hz;     // ticks per second; 0 until calibrated (TSC)
+  uint64_t start_ticks;  // ticks when the runtime started
+};
+static_assert(sizeof(ClockInfo) == 48);
+
+struct ProcessInfo {
+  int32_t pid;
+  int32_t ppid;
+  int32_t rank;             // global rank; -1 unknown
+  int32_t world_size;       // -1 unknown
+  uint8_t rank_source;      // RankSource
+  uint8_t forked;           // 1: a fork child of a traced process
+  uint8_t blocking_mode;    // 0 off, 1 coll, 2 kernels, 3 all
+  uint8_t reserved0;
+  uint32_t state;           // ProcState (atomic)
+  int32_t exit_code;        // with kExited
+  int32_t signal;           // with kCrashed: the fatal signal
+  int32_t signal_code;      // siginfo si_code
+  int32_t signal_tid;       // the thread that received it
+  uint64_t fault_addr;      // siginfo si_addr
+  uint64_t end_ticks;       // when the exit or crash was recorded
+  uint64_t proc_start_time; // /proc/self/stat field 22 (clock ticks since
+                            // boot): with boot_id, tells pid reuse apart
+  uint8_t boot_id[16];      // /proc/sys/kernel/random/boot_id, binary
+  ClockInfo clock;
+  uint64_t heartbeat_mono_ns;  // CLOCK_MONOTONIC of the last heartbeat
+  int64_t heartbeat_real_ns;   // CLOCK_REALTIME of the last heartbeat
+  uint64_t heartbeat_count;
+  uint32_t watchdog_timeout_ms;  // 0: watchdog off
+  uint32_t watchdog_fires;       // calls the watchdog flagged so far
+  int32_t parent_pid;       // with forked: the traced parent
+  int32_t mpi_thread_level; // provided level, -1 unknown
+  char host[64];
+  char job[64];             // job id: SLURM_JOB_ID, launcher id, HANGTRACE_JOB
+  char step[32];            // SLURM step id where known
+  char exe[256];            // /proc/self/exe
+  char cmdline[512];        // argv joined by spaces, truncated
+  uint8_t reserved[256];
+};
+static_assert(offsetof(ProcessInfo, state) == 20);
+static_assert(offsetof(ProcessInfo, fault_addr) == 40);
+static_assert(offsetof(ProcessInfo, boot_id) == 64);
+static_assert(offsetof(ProcessInfo, clock) == 80);
+static_assert(offsetof(ProcessInfo, heartbeat_mono_ns) == 128);
+static_assert(offsetof(ProcessInfo, host) == 168);
+static_assert(sizeof(ProcessInfo) == 1352);
+
+// ---------------------------------------------------------------------------
+// The call table: the runtime writes the name and matching rules of every
+// call it may record, so a file describes itself and a reader needs no copy
+// of the wrapper tables. Record::call indexes this table.
+struct CallInfo {
+  char name[40];    // "MPI_Allreduce", "ncclAllReduce", "cuLaunchKernel"
+  uint8_t api;      // Api
+  uint8_t op;       // Op
+  uint8_t flags;    // CallFlags
+  uint8_t reserved[5];
+};
+static_assert(sizeof(CallInfo) == 48);
+
+// ---------------------------------------------------------------------------
+// The communicator table.
+struct CommEntry {
+  uint32_t version;      // seqlock word; 0: slot never published
+  uint8_t kind;          // CommKind
+  uint8_t flags;         // CommFlags
+  uint16_t creator_call; // CallInfo index of the creating call; 0xffff none
+  uint64_t id;           // global id, identical on every member
+  uint64_t parent_id;    // 0: none
+  int32_t size;          // members
+  int32_t my_index;      // this process's rank in the communicator
+  int32_t color;         // split color, or -1
+  int32_t key;           // split key, or -1
+  uint32_t parent_counter;  // the parent's creation counter at creation
+  uint32_t members_offset;  // into the member pool, with kCommMembersKnown
+  uint64_t coll_seq;     // collectives entered on it so far (atomic)
+  uint64_t handle;       // the native handle in this process (MPI_Comm ...)
+  int32_t device;        // CUDA/HIP device, or -1
+  uint32_t children;     // comms derived from it so far (creation counter)
+  char label[48];        // MPI_Comm_set_name, ncclConfig_t.commName, ...
+};
+static_assert(offsetof(CommEntry, id) == 8);
+static_assert(offsetof(CommEntry, coll_seq) == 48);
+static_assert(offsetof(CommEntry, label) == 72);
+static_assert(sizeof(CommEntry) == 120);
+
+// ---------------------------------------------------------------------------
+// The event record: 64 bytes, written once into the ring.
+struct Record {
+  uint64_t ticks;     // clock ticks (see ClockInfo) when it happened
+  uint64_t seq;       // collective: per-comm sequence number (1-based);
+                      // p2p: per-(comm, peer, tag) sequence number
+  uint64_t count;     // element count as passed (bytes where no datatype)
+  uint64_t handle;    // stream, request or other opaque handle; with a
+                      // nonblocking call BEGIN and END carry the same one
+  uint32_t tid;       // kernel thread id of the caller
+  uint16_t call;      // CallInfo index
+  uint16_t comm;      // CommEntry index; kNoComm when none
+  int32_t peer;       // root of rooted collectives, peer of p2p (the
+                      // communicator's rank); kAnyPeer, kNoPeer
+  int32_t tag;        // p2p tag; kAnyTag
+  int32_t result;     // END: the call's return code
+  uint8_t kind;       // EventKind
+  uint8_t dtype;      // Dtype
+  uint8_t redop;      // Redop
+  uint8_t flags;      // RecordFlags
+  uint32_t aux;       // kind-specific: group id, ring index, milliseconds
+  uint32_t commit;    // written last: (uint32_t)(lane index + 1), never 0
+};
+static_assert(offsetof(Record, seq) == 8);
+static_assert(offsetof(Record, handle) == 24);
+static_assert(offsetof(Record, tid) == 32);
+static_assert(offsetof(Record, call) == 36);
+static_assert(offsetof(Record, comm) == 38);
+static_assert(offsetof(Record, peer) == 40);
+static_assert(offsetof(Record, result) == 48);
+static_assert(offsetof(Record, kind) == 52);
+static_assert(offsetof(Record, aux) == 56);
+static_assert(offsetof(Record, commit) == 60);
+static_assert(sizeof(Record) == kRecordSize);
+
+inline constexpr uint16_t kNoComm = 0xffff;
+inline constexpr uint16_t kNoCall = 0xffff;
+inline constexpr int32_t kNoPeer = -1;
+inline constexpr int32_t kAnyPeer = -2;
+inline constexpr int32_t kAnyTag = -2;
+
+// ---------------------------------------------------------------------------
+// Per-thread "current call" slots: the call a thread is blocked in stays
+// readable here after the ring has wrapped past its BEGIN.
+//
+// Slot i owns lane i of the ring. A slot freed by an exiting thread is
+// reused by the next new thread; the lane continues (its head never goes
+// back), so tickets stay unique and old records stay readable until
+// overwritten.
+struct ThreadSlot {
+  uint32_t version;     // seqlock word over current/last (owner writes)
+  uint32_t tid;         // owner's kernel tid; 0: free
+  uint64_t head;        // records ever written to this lane (release store
+                        // after each record's commit)
+  uint32_t watchdog_fires;  // calls of this slot the watchdog flagged
+  uint32_t reserved0;
+  uint64_t watchdog_ticks;  // `current.ticks` of the call last flagged:
+                            // equal to current.ticks => current is flagged
+  Record current;       // BEGIN of the outermost open call; kind 0: idle
+  Record last;          // END of the last outermost call that returned
+  char name[16];        // thread name (pthread_getname_np), best effort
+  uint8_t reserved2[16];
+};
+static_assert(offsetof(ThreadSlot, current) == 32);
+static_assert(offsetof(ThreadSlot, last) == 96);
+static_assert(sizeof(ThreadSlot) == 192);
+
+// ---------------------------------------------------------------------------
+// Captured native stacks (watchdog, crash, request).
+inline constexpr uint32_t kMaxFrames = 48;
+inline constexpr uint32_t kSymbolLen = 52;
+
+struct StackFrame {
+  uint64_t pc;
+  uint32_t offset;         // pc - symbol start, when symbol is known
+  char symbol[kSymbolLen]; // mangled name as found, "" when unknown
+};
+static_assert(sizeof(StackFrame) == 64);
+
+struct StackSlot {
+  uint32_t status;     // StackStatus (atomic)
+  uint32_t tid;
+  uint32_t reason;     // StackReason
+  uint32_t round;      // Counters::stack_round when captured
+  uint64_t ticks;      // when captured
+  uint32_t nframes;
+  uint32_t reserved0;
+  char thread_name[16];
+  uint8_t reserved[16];
+  StackFrame frames[kMaxFrames];
+};
+static_assert(offsetof(StackSlot, frames) == 64);
+static_assert(sizeof(StackSlot) == 64 + 64 * kMaxFrames);
+
+// ---------------------------------------------------------------------------
+// Defaults of the runtime (the reader never relies on them: it reads the
+// section table).
+inline constexpr uint32_t kDefaultLaneSlots = 1u << 16;  // 4 MiB per lane
+inline constexpr uint32_t kMaxCalls = 1024;
+inline constexpr uint32_t kMaxComms = 4096;
+inline constexpr uint32_t kMaxMembers = 1u << 18;
+inline constexpr uint32_t kMaxThreads = 64;
+inline constexpr uint32_t kMaxStacks = 128;
+
+// Neutral names, for readers and reports.
+const char* OpName(Op op);
+const char* ApiName(Api api);
+const char* DtypeName(Dtype d);
+const char* RedopName(Redop r);
+const char* CommKindName(CommKind k);
+const char* ProcStateName(ProcState s);
+const char* RankSourceName(RankSource s);
+const char* EventKindName(EventKind k);
+
+}  // namespace hangtrace::fmt

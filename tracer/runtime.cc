@@ -1,0 +1,571 @@
+// The runtime: creates and lays out the trace file, attaches threads to
+// lanes, keeps the call and communicator tables, and handles fork and exit.
+// The record path itself is inline in runtime.h.
+#include "tracer/runtime.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tracer/internal.h"
+
+namespace hangtrace {
+
+TraceFile* g_trace = nullptr;
+uint32_t g_generation = 0;
+thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+bool g_clock_is_tsc = false;
+
+namespace {
+
+// Constructed on first use: the preload constructor runs before the
+// library's own static constructors.
+Config& Settings() {
+  static Config* config = new Config();
+  return *config;
+}
+TraceFile g_file_storage;          // the file of this process (no heap)
+pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;  // call table only
+pthread_key_t g_thread_key;
+bool g_once_done = false;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+void CopyString(char* dst, size_t cap, const char* src) {
+  if (!src) src = "";
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+// Reads a small file (under /proc) into buf; returns bytes read or -1.
+ssize_t ReadSmallFile(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  while (got < cap) {
+    ssize_t n = read(fd, buf + got, cap - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  close(fd);
+  return ssize_t(got);
+}
+
+// Field 22 of /proc/self/stat: start time in clock ticks since boot.
+uint64_t ProcStartTime() {
+  char buf[1024];
+  ssize_t n = ReadSmallFile("/proc/self/stat", buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');  // comm may contain spaces
+  if (!p) return 0;
+  int field = 2;
+  for (; *p && field < 22; ++p) {
+    if (*p == ' ') ++field;
+  }
+  return strtoull(p, nullptr, 10);
+}
+
+void ReadBootId(uint8_t out[16]) {
+  char buf[64];
+  memset(out, 0, 16);
+  ssize_t n = ReadSmallFile("/proc/sys/kernel/random/boot_id", buf, sizeof(buf) - 1);
+  if (n <= 0) return;
+  int k = 0;
+  for (ssize_t i = 0; i + 1 < n && k < 16; ++i) {
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = hex(buf[i]), lo = hex(buf[i + 1]);
+    if (hi < 0 || lo < 0) continue;
+    out[k++] = uint8_t(hi << 4 | lo);
+    ++i;
+  }
+}
+
+struct EnvRank {
+  const char* rank_var;
+  const char* size_var;
+  fmt::RankSource source;
+};
+// Most specific launcher first: under srun+OpenMPI both OMPI_ and SLURM_ are
+// set and agree; RANK is the least specific (torchrun, but also user code).
+const EnvRank kEnvRanks[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", fmt::RankSource::kEnvOmpi},
+    {"PMI_RANK", "PMI_SIZE", fmt::RankSource::kEnvPmi},
+    {"PMIX_RANK", "PMIX_SIZE", fmt::RankSource::kEnvPmix},
+    {"SLURM_PROCID", "SLURM_NTASKS", fmt::RankSource::kEnvSlurm},
+    {"RANK", "WORLD_SIZE", fmt::RankSource::kEnvTorch},
+};
+
+bool ParseInt(const char* s, int32_t* out) {
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > INT32_MAX) return false;
+  *out = int32_t(v);
+  return true;
+}
+
+void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
+  p->pid = getpid();
+  p->ppid = getppid();
+  p->rank = -1;
+  p->world_size = -1;
+  for (const EnvRank& e : kEnvRanks) {
+    int32_t r;
+    if (ParseInt(getenv(e.rank_var), &r)) {
+      p->rank = r;
+      p->rank_source = uint8_t(e.source);
+      int32_t n;
+      if (ParseInt(getenv(e.size_var), &n)) p->world_size = n;
+      break;
+    }
+  }
+  p->blocking_mode = uint8_t(c.blocking);
+  p->exit_code = -1;
+  p->mpi_thread_level = -1;
+  p->proc_start_time = ProcStartTime();
+  ReadBootId(p->boot_id);
+  p->watchdog_timeout_ms = uint32_t(c.timeout_s * 1000.0);
+  gethostname(p->host, sizeof(p->host) - 1);
+  CopyString(p->job, sizeof(p->job), c.job.c_str());
+  CopyString(p->step, sizeof(p->step), getenv("SLURM_STEP_ID"));
+  ssize_t n = readlink("/proc/self/exe", p->exe, sizeof(p->exe) - 1);
+  if (n > 0) p->exe[n] = '\0';
+  n = ReadSmallFile("/proc/self/cmdline", p->cmdline, sizeof(p->cmdline) - 1);
+  for (ssize_t i = 0; i + 1 < n; ++i) {
+    if (p->cmdline[i] == '\0') p->cmdline[i] = ' ';
+  }
+  InitClock(&p->clock);
+  p->heartbeat_mono_ns = uint64_t(MonotonicNs());
+  p->heartbeat_real_ns = RealtimeNs();
+  __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kRunning), __ATOMIC_RELEASE);
+}
+
+// mkdir -p with mode 0700 for the folders we create.
+bool MakeDirs(const std::string& path, std::string* err) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
+      *err = "cannot create folder " + cur + ": " + strerror(errno);
+      return false;
+    }
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *err = path + " is not a folder";
+    return false;
+  }
+  if (access(path.c_str(), W_OK | X_OK) != 0) {
+    *err = "folder " + path + " is not writable: " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// A file with our name already exists. If it is this very process before an
+// exec (same pid, start time and boot), mark it superseded so readers know.
+void MarkExecedPredecessor(int fd, const fmt::ProcessInfo& me) {
+  fmt::FileHeader h;
+  if (pread(fd, &h, sizeof(h), 0) != ssize_t(sizeof(h))) return;
+  if (memcmp(h.magic, fmt::kMagic, 8) != 0 || h.ready != fmt::kReadyMagic) return;
+  fmt::ProcessInfo p;
+  off_t off = off_t(h.sections[fmt::kSecProcess].offset);
+  if (pread(fd, &p, sizeof(p), off) != ssize_t(sizeof(p))) return;
+  if (p.pid != me.pid || p.proc_start_time != me.proc_start_time ||
+      memcmp(p.boot_id, me.boot_id, 16) != 0) {
+    return;  // another process that had our pid earlier
+  }
+  uint32_t execed = uint32_t(fmt::ProcState::kExeced);
+  (void)!pwrite(fd, &execed, sizeof(execed), off + off_t(offsetof(fmt::ProcessInfo, state)));
+}
+
+// Opens a fresh file named after host and pid in `dir`; O_EXCL so two
+// processes (or an exec'ed image and its predecessor) never share one.
+int OpenNewFile(const std::string& dir, const fmt::ProcessInfo& me, char* path_out, size_t cap,
+                std::string* err) {
+  for (int k = 0; k < 100; ++k) {
+    if (k == 0) {
+      snprintf(path_out, cap, "%s/%s.%d.htrace", dir.c_str(), me.host, me.pid);
+    } else {
+      snprintf(path_out, cap, "%s/%s.%d.%d.htrace", dir.c_str(), me.host, me.pid, k);
+    }
+    int fd = open(path_out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) {
+      *err = std::string("cannot create ") + path_out + ": " + strerror(errno);
+      return -1;
+    }
+    int old = open(path_out, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (old >= 0) {
+      MarkExecedPredecessor(old, me);
+      close(old);
+    }
+  }
+  *err = "too many trace files for pid " + std::to_string(me.pid) + " in " + dir;
+  return -1;
+}
+
+// Lays out and maps a new trace file into `f`. Everything up to the ring is
+// allocated now (fallocate), so a full /dev/shm is an error here and never a
+// SIGBUS in the traced program later; each lane is allocated on attach.
+bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
+  std::string dir = c.dir + "/" + c.job;
+  if (!MakeDirs(dir, err)) return false;
+
+  fmt::ProcessInfo probe{};
+  probe.pid = getpid();
+  probe.proc_start_time = ProcStartTime();
+  ReadBootId(probe.boot_id);
+  gethostname(probe.host, sizeof(probe.host) - 1);
+  int fd = OpenNewFile(dir, probe, f->path, sizeof(f->path), err);
+  if (fd < 0) return false;
+
+  struct Layout {
+    uint32_t count, entry;
+  };
+  const Layout layout[fmt::kNumSections] = {
+      {1, sizeof(fmt::ProcessInfo)},
+      {fmt::kMaxCalls, sizeof(fmt::CallInfo)},
+      {fmt::kMaxComms, sizeof(fmt::CommEntry)},
+      {fmt::kMaxMembers, sizeof(int32_t)},
+      {fmt::kMaxThreads, sizeof(fmt::ThreadSlot)},
+      {fmt::kMaxStacks, sizeof(fmt::StackSlot)},
+      {fmt::kMaxThreads * c.ring_slots, sizeof(fmt::Record)},
+  };
+  fmt::Section sections[fmt::kNumSections];
+  uint64_t off = fmt::kHeaderSize;
+  for (uint32_t i = 0; i < fmt::kNumSections; ++i) {
+    sections[i] = {off, layout[i].count, layout[i].entry};
+    off = AlignUp(off + uint64_t(layout[i].count) * layout[i].entry, 4096);
+  }
+  const uint64_t size = off;
+  const uint64_t tables_end = sections[fmt::kSecRing].offset;
+
+  if (ftruncate(fd, off_t(size)) != 0) {
+    *err = std::string("cannot size ") + f->path + ": " + strerror(errno);
+    close(fd);
+    unlink(f->path);
+    return false;
+  }
+  int rc = posix_fallocate(fd, 0, off_t(tables_end));
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+    *err = std::string("cannot allocate ") + f->path + ": " + strerror(rc);
+    close(fd);
+    unlink(f->path);
+    return false;
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    *err = std::string("cannot map ") + f->path + ": " + strerror(errno);
+    close(fd);
+    unlink(f->path);
+    return false;
+  }
+
+  f->base = static_cast<uint8_t*>(base);
+  f->size = size;
+  f->fd = fd;
+  f->header = reinterpret_cast<fmt::FileHeader*>(base);
+  auto at = [&](int s) { return f->base + sections[s].offset; };
+  f->process = reinterpret_cast<fmt::ProcessInfo*>(at(fmt::kSecProcess));
+  f->calls = reinterpret_cast<fmt::CallInfo*>(at(fmt::kSecCalls));
+  f->comms = reinterpret_cast<fmt::CommEntry*>(at(fmt::kSecComms));
+  f->members = reinterpret_cast<int32_t*>(at(fmt::kSecMembers));
+  f->threads = reinterpret_cast<fmt::ThreadSlot*>(at(fmt::kSecThreads));
+  f->stacks = reinterpret_cast<fmt::StackSlot*>(at(fmt::kSecStacks));
+  f->ring = reinterpret_cast<fmt::Record*>(at(fmt::kSecRing));
+  f->lane_slots = c.ring_slots;
+  f->thread_capacity = fmt::kMaxThreads;
+
+  fmt::FileHeader* h = f->header;
+  memcpy(h->magic, fmt::kMagic, 8);
+  h->version = fmt::kVersion;
+  h->oldest_readable = fmt::kOldestReadable;
+  h->endian_tag = fmt::kEndianTag;
+  h->header_size = fmt::kHeaderSize;
+  h->record_size = fmt::kRecordSize;
+  h->features = (g_clock_is_tsc ? uint64_t(fmt::kFeatTscClock) : 0) | (c.stacks ? uint64_t(fmt::kFeatStacks) : 0);
+  h->file_size = size;
+  h->section_count = fmt::kNumSections;
+  h->lane_slots = c.ring_slots;
+  memcpy(h->sections, sections, sizeof(sections));
+  FillProcessInfo(f->process, c);
+  __atomic_store_n(&h->ready, fmt::kReadyMagic, __ATOMIC_RELEASE);
+  return true;
+}
+
+void ReleaseThreadSlot(void* p) {
+  auto* s = static_cast<fmt::ThreadSlot*>(p);
+  // Only release a slot of the current file (not one inherited over fork).
+  if (!g_trace || s < g_trace->threads || s >= g_trace->threads + g_trace->thread_capacity) return;
+  SeqBegin(&s->version);
+  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
+  SeqEnd(&s->version);
+  __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
+  t_thread.slot = nullptr;
+}
+
+void OnExit(int status, void*) { RecordExit(status); }
+
+// In the child after fork(): the parent's mapping is shared with the parent,
+// so the child must never write it again. Give the child its own file (with
+// the call table, so its records decode) and its own background thread.
+void AtForkChild() {
+  TraceFile* parent = g_trace;
+  __atomic_store_n(&g_trace, static_cast<TraceFile*>(nullptr), __ATOMIC_RELEASE);
+  __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
+  pthread_mutex_init(&g_table_lock, nullptr);
+  if (!parent) return;
+
+  // The parent's tables, copied before we unmap its file.
+  static fmt::CallInfo calls[fmt::kMaxCalls];
+  uint32_t ncalls = __atomic_load_n(&parent->header->counters.call_count, __ATOMIC_ACQUIRE);
+  if (ncalls > fmt::kMaxCalls) ncalls = fmt::kMaxCalls;
+  memcpy(calls, parent->calls, ncalls * sizeof(fmt::CallInfo));
+  int32_t parent_rank = parent->process->rank;
+  int32_t parent_world = parent->process->world_size;
+  int32_t parent_pid = parent->process->pid;
+  munmap(parent->base, parent->size);
+  close(parent->fd);
+
+  TraceFile* f = &g_file_storage;
+  *f = TraceFile{};
+  std::string err;
+  if (!CreateTraceFile(Settings(), f, &err)) {
+    WriteStderrLine(("hangtrace: fork child " + std::to_string(getpid()) +
+                     " runs untraced: " + err).c_str());
+    return;
+  }
+  memcpy(f->calls, calls, ncalls * sizeof(fmt::CallInfo));
+  __atomic_store_n(&f->header->counters.call_count, ncalls, __ATOMIC_RELEASE);
+  f->process->forked = 1;
+  f->process->parent_pid = parent_pid;
+  f->process->rank = parent_rank;
+  f->process->world_size = parent_world;
+  f->process->rank_source = uint8_t(fmt::RankSource::kInherited);
+  __atomic_store_n(&g_trace, f, __ATOMIC_RELEASE);
+  StartBackgroundThread();
+}
+
+}  // namespace
+
+const Config& RuntimeConfig() { return Settings(); }
+
+bool AttachThread(ThreadState& t) {
+  uint32_t gen = __atomic_load_n(&g_generation, __ATOMIC_ACQUIRE);
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  t.generation = gen;
+  t.slot = nullptr;
+  if (!f) return false;
+  t.tid = int32_t(syscall(SYS_gettid));
+  for (uint32_t i = 0; i < f->thread_capacity; ++i) {
+    fmt::ThreadSlot* s = &f->threads[i];
+    uint32_t expected = 0;
+    if (!__atomic_compare_exchange_n(&s->tid, &expected, uint32_t(t.tid), false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED)) {
+      continue;
+    }
+    // Allocate the lane now so that a full /dev/shm leaves this thread
+    // untraced instead of raising SIGBUS on its first record.
+    const uint64_t lane_bytes = uint64_t(f->lane_slots) * sizeof(fmt::Record);
+    const uint64_t lane_off = f->header->sections[fmt::kSecRing].offset + i * lane_bytes;
+    int rc = posix_fallocate(f->fd, off_t(lane_off), off_t(lane_bytes));
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+      __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
+      __atomic_fetch_add(&f->header->counters.dropped, 1, __ATOMIC_RELAXED);
+      return false;
+    }
+    uint32_t* hw = &f->header->counters.thread_count;
+    uint32_t cur = __atomic_load_n(hw, __ATOMIC_RELAXED);
+    while (cur < i + 1 && !__atomic_compare_exchange_n(hw, &cur, i + 1, true, __ATOMIC_RELEASE,
+                                                       __ATOMIC_RELAXED)) {
+    }
+    t.slot = s;
+    t.lane = f->ring + uint64_t(i) * f->lane_slots;
+    t.lane_mask = f->lane_slots - 1;
+    pthread_setspecific(g_thread_key, s);
+    return true;
+  }
+  __atomic_fetch_add(&f->header->counters.dropped, 1, __ATOMIC_RELAXED);
+  return false;
+}
+
+bool RecordEvent(fmt::Record& r, fmt::EventKind kind) {
+  ThreadState& t = t_thread;
+  if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) {
+    return false;
+  }
+  if (!t.slot) return false;
+  r.ticks = NowTicks();
+  if (!r.tid) r.tid = uint32_t(t.tid);
+  r.kind = uint8_t(kind);
+  LaneWrite(t.lane, t.lane_mask, &t.slot->head, r);
+  return true;
+}
+
+uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags) {
+  TraceFile* f = g_trace;
+  if (!f) return fmt::kNoCall;
+  pthread_mutex_lock(&g_table_lock);
+  uint32_t n = f->header->counters.call_count;
+  uint16_t index = fmt::kNoCall;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (strncmp(f->calls[i].name, name, sizeof(f->calls[i].name)) == 0) {
+      index = uint16_t(i);
+      break;
+    }
+  }
+  if (index == fmt::kNoCall && n < fmt::kMaxCalls) {
+    fmt::CallInfo* c = &f->calls[n];
+    CopyString(c->name, sizeof(c->name), name);
+    c->api = uint8_t(api);
+    c->op = uint8_t(op);
+    c->flags = flags;
+    __atomic_store_n(&f->header->counters.call_count, n + 1, __ATOMIC_RELEASE);
+    index = uint16_t(n);
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  return index;
+}
+
+uint16_t RegisterComm(const CommDesc& d) {
+  TraceFile* f = g_trace;
+  if (!f) return fmt::kNoComm;
+  fmt::Counters& k = f->header->counters;
+  uint32_t index = __atomic_fetch_add(&k.comm_count, 1, __ATOMIC_ACQ_REL);
+  if (index >= fmt::kMaxComms) {
+    __atomic_store_n(&k.comm_count, fmt::kMaxComms, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&k.dropped, 1, __ATOMIC_RELAXED);
+    return fmt::kNoComm;
+  }
+  fmt::CommEntry* e = &f->comms[index];
+  SeqBegin(&e->version);
+  e->kind = uint8_t(d.kind);
+  e->flags = d.flags & uint8_t(~fmt::kCommMembersKnown);
+  e->creator_call = d.creator_call;
+  e->id = d.id;
+  e->parent_id = d.parent_id;
+  e->size = d.size;
+  e->my_index = d.my_index;
+  e->color = d.color;
+  e->key = d.key;
+  e->parent_counter = d.parent_counter;
+  e->handle = d.handle;
+  e->device = d.device;
+  CopyString(e->label, sizeof(e->label), d.label);
+  if (d.members && d.size > 0) {
+    uint32_t start = __atomic_fetch_add(&k.member_count, uint32_t(d.size), __ATOMIC_ACQ_REL);
+    if (uint64_t(start) + uint32_t(d.size) <= fmt::kMaxMembers) {
+      memcpy(&f->members[start], d.members, size_t(d.size) * sizeof(int32_t));
+      e->members_offset = start;
+      e->flags |= fmt::kCommMembersKnown;
+    }
+  }
+  SeqEnd(&e->version);
+  return uint16_t(index);
+}
+
+void SetCommLabel(uint16_t comm, const char* label) {
+  TraceFile* f = g_trace;
+  if (!f || comm >= fmt::kMaxComms) return;
+  fmt::CommEntry* e = &f->comms[comm];
+  SeqBegin(&e->version);
+  CopyString(e->label, sizeof(e->label), label);
+  SeqEnd(&e->version);
+}
+
+void MarkCommFreed(uint16_t comm) {
+  TraceFile* f = g_trace;
+  if (!f || comm >= fmt::kMaxComms) return;
+  fmt::CommEntry* e = &f->comms[comm];
+  SeqBegin(&e->version);
+  e->flags |= fmt::kCommFreed;
+  SeqEnd(&e->version);
+}
+
+uint32_t NextChildCounter(uint16_t comm) {
+  TraceFile* f = g_trace;
+  if (!f || comm >= fmt::kMaxComms) return 0;
+  return __atomic_add_fetch(&f->comms[comm].children, 1, __ATOMIC_ACQ_REL);
+}
+
+void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source) {
+  TraceFile* f = g_trace;
+  if (!f) return;
+  f->process->rank = rank;
+  f->process->world_size = world_size;
+  f->process->rank_source = uint8_t(source);
+}
+
+void RecordExit(int code) {
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (!f) return;
+  fmt::ProcessInfo* p = f->process;
+  if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != uint32_t(fmt::ProcState::kRunning)) return;
+  UpdateClock(&p->clock);
+  p->exit_code = code;
+  p->end_ticks = NowTicks();
+  __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kExited), __ATOMIC_RELEASE);
+}
+
+bool StartRuntime(const Config& config) {
+  Settings() = config;
+  if (config.off) return false;
+  if (!config.errors.empty()) WriteStderrLine(("hangtrace: " + config.errors).c_str());
+  g_clock_is_tsc = DetectInvariantTsc();
+
+  TraceFile* f = &g_file_storage;
+  std::string err;
+  if (!CreateTraceFile(config, f, &err)) {
+    WriteStderrLine(("hangtrace: not tracing pid " + std::to_string(getpid()) + ": " + err).c_str());
+    return false;
+  }
+  if (!g_once_done) {
+    g_once_done = true;
+    pthread_key_create(&g_thread_key, ReleaseThreadSlot);
+    pthread_atfork(nullptr, nullptr, AtForkChild);
+    on_exit(OnExit, nullptr);
+  }
+  __atomic_store_n(&g_trace, f, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
+  if (config.stacks) InstallSignalHandlers();
+  StartBackgroundThread();
+  return true;
+}
+
+void WriteStderrLine(const char* line) {
+  // write(2), not stdio: the stderr FILE lock may be held by a hung thread.
+  size_t n = strlen(line);
+  char buf[1024];
+  if (n > sizeof(buf) - 2) n = sizeof(buf) - 2;
+  memcpy(buf, line, n);
+  buf[n++] = '\n';
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(STDERR_FILENO, buf + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    off += size_t(w);
+  }
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,170 @@
+// The runtime inside a traced process: the mapped trace file, the per-thread
+// lanes, and the record path used by every wrapper in interpose/.
+//
+// Record path (CallBegin/CallEnd): a TLS load, one clock read, one 64-byte
+// record into the thread's own lane, and a seqlock-bracketed copy into the
+// thread's "current call" slot. No allocation, no lock, no syscall. The
+// first traced call of a thread takes the slow path once (AttachThread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tracer/clock.h"
+#include "tracer/config.h"
+#include "tracer/format.h"
+#include "tracer/lane.h"
+
+namespace hangtrace {
+
+// The mapped trace file of this process.
+struct TraceFile {
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  int fd = -1;
+  fmt::FileHeader* header = nullptr;
+  fmt::ProcessInfo* process = nullptr;
+  fmt::CallInfo* calls = nullptr;
+  fmt::CommEntry* comms = nullptr;
+  int32_t* members = nullptr;
+  fmt::ThreadSlot* threads = nullptr;
+  fmt::StackSlot* stacks = nullptr;
+  fmt::Record* ring = nullptr;
+  uint32_t lane_slots = 0;
+  uint32_t thread_capacity = 0;
+  char path[4096] = {};
+};
+
+// Null while untraced (HANGTRACE_OFF, a failure, before start-up).
+extern TraceFile* g_trace;
+// Bumped when the trace file changes under running code (fork child):
+// threads compare it with their cached one and re-attach.
+extern uint32_t g_generation;
+
+struct ThreadState {
+  uint32_t generation = 0;      // g_generation when attached; 0: never
+  int32_t tid = 0;
+  fmt::ThreadSlot* slot = nullptr;  // null: this thread is not traced
+  fmt::Record* lane = nullptr;
+  uint64_t lane_mask = 0;
+  uint32_t depth = 0;           // traced calls open: the re-entrancy guard
+  bool internal = false;        // a thread of the tracer itself
+};
+
+extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+
+// Slow path of the first traced call on a thread (or after fork): claims a
+// ThreadSlot and its lane. Returns false when the thread stays untraced.
+bool AttachThread(ThreadState& t);
+
+// --- the record path ------------------------------------------------------
+
+// Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
+// Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
+// current call. Returns whether the call is recorded: false when untraced
+// or nested inside another traced call (so MPI's internal calls are not
+// recorded twice). Pass the result to CallEnd, which must always follow.
+inline bool CallBegin(fmt::Record& r) {
+  ThreadState& t = t_thread;
+  if (t.depth++ != 0) return false;
+  if (__builtin_expect(t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 0)) {
+    if (!AttachThread(t)) return false;
+  }
+  fmt::ThreadSlot* s = t.slot;
+  if (!s) return false;
+  r.ticks = NowTicks();
+  r.tid = uint32_t(t.tid);
+  r.kind = uint8_t(fmt::EventKind::kBegin);
+  LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  SeqBegin(&s->version);
+  s->current = r;
+  SeqEnd(&s->version);
+  return true;
+}
+
+// Leaves the call entered by CallBegin. `r` is the BEGIN record (fields may
+// be updated, e.g. a receive's resolved source); `result` its return code.
+inline void CallEnd(fmt::Record& r, int32_t result, bool recorded) {
+  ThreadState& t = t_thread;
+  --t.depth;
+  if (!recorded) return;
+  fmt::ThreadSlot* s = t.slot;
+  if (__builtin_expect(!s || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 0)) {
+    return;  // forked inside the call: the child's file never saw its BEGIN
+  }
+  r.ticks = NowTicks();
+  r.kind = uint8_t(fmt::EventKind::kEnd);
+  r.result = result;
+  LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  SeqBegin(&s->version);
+  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
+  s->last = r;
+  SeqEnd(&s->version);
+}
+
+// Writes one standalone record (MARK, COMPLETE, WATCHDOG) on this thread's
+// lane, without touching the current call. Returns false when untraced.
+bool RecordEvent(fmt::Record& r, fmt::EventKind kind);
+
+// --- tables (slow path; never on the record path) --------------------------
+
+// Adds a call to the file's call table; returns its index or fmt::kNoCall.
+// Registering the same name twice returns the first index.
+uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags);
+
+// Claims a communicator slot and fills it (members: `size` world ranks, or
+// null when unknown). Returns its index or fmt::kNoComm when the table is
+// full or the process untraced.
+struct CommDesc {
+  uint64_t id = 0;
+  uint64_t parent_id = 0;
+  fmt::CommKind kind = fmt::CommKind::kUnknown;
+  uint8_t flags = 0;
+  uint16_t creator_call = fmt::kNoCall;
+  int32_t size = 0;
+  int32_t my_index = -1;
+  int32_t color = -1;
+  int32_t key = -1;
+  uint32_t parent_counter = 0;
+  uint64_t handle = 0;
+  int32_t device = -1;
+  const char* label = nullptr;
+  const int32_t* members = nullptr;  // world rank of each member
+};
+uint16_t RegisterComm(const CommDesc& d);
+void SetCommLabel(uint16_t comm, const char* label);
+void MarkCommFreed(uint16_t comm);
+// The comm's collective counter: returns the new sequence number (1-based).
+inline uint64_t NextCollSeq(uint16_t comm) {
+  if (!g_trace || comm >= g_trace->header->sections[fmt::kSecComms].count) return 0;
+  uint64_t* seq = &g_trace->comms[comm].coll_seq;
+  uint64_t v = __atomic_load_n(seq, __ATOMIC_RELAXED) + 1;  // one caller per comm at a time (MPI rule)
+  __atomic_store_n(seq, v, __ATOMIC_RELEASE);
+  return v;
+}
+// Bumps and returns the comm's creation counter (for derived comm ids).
+uint32_t NextChildCounter(uint16_t comm);
+
+// Sets the global rank (e.g. from MPI_Comm_rank at MPI_Init).
+void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source);
+
+// --- lifecycle -------------------------------------------------------------
+
+// Opens the trace file and starts the background thread, as configured.
+// Fails open: on any error prints one line on stderr and leaves g_trace null.
+// Returns true when tracing.
+bool StartRuntime(const Config& config);
+
+// Records a normal exit (also run from on_exit for the preloaded library).
+void RecordExit(int code);
+
+// Captures the stacks of all threads of this process into the file's stack
+// table (signals each thread; waits up to `timeout_ms` for each). Returns
+// the number captured. Not async-signal-safe; not for the record path.
+int CaptureAllStacks(fmt::StackReason reason, int timeout_ms);
+
+const Config& RuntimeConfig();
+
+}  // namespace hangtrace

@@ -1,0 +1,237 @@
+// Native stacks captured inside the process, and fatal signals recorded.
+//
+// Capture: the background thread claims one StackSlot per thread of the
+// process (from /proc/self/task), marks it pending and sends that thread
+// kStackSignal with tgkill. The handler, on the target thread, unwinds from
+// the interrupted context with libunwind (unw_init_local2 on the ucontext;
+// unw_step and unw_get_proc_name are documented async-signal-safe for the
+// local address space) straight into the mapped file, then marks the slot
+// done. A thread that never answers (signal blocked, D state) stays pending:
+// the reader reports it as such, and `hangtrace dump` can still read it from
+// outside with ptrace.
+//
+// Fatal signals: the handler writes the signal into ProcessInfo first (so the
+// fact survives even if unwinding a corrupt stack faults), then the faulting
+// thread's stack, then hands the signal to whatever handler was there before.
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tracer/internal.h"
+#include "tracer/runtime.h"
+
+namespace hangtrace {
+namespace {
+
+// glibc keeps the lowest real-time signals; take one from the top end.
+int StackSignal() { return SIGRTMAX - 5; }
+
+const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[65];
+volatile int g_in_crash = 0;
+
+int GetTid() { return int(syscall(SYS_gettid)); }
+
+// Unwinds from `uc` (a signal's ucontext) into `slot`. Async-signal-safe.
+void UnwindInto(fmt::StackSlot* slot, void* uc) {
+  unw_cursor_t cursor;
+  uint32_t n = 0;
+  bool truncated = false;
+  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+    do {
+      if (n == fmt::kMaxFrames) {
+        truncated = true;
+        break;
+      }
+      unw_word_t ip = 0;
+      unw_get_reg(&cursor, UNW_REG_IP, &ip);
+      fmt::StackFrame& f = slot->frames[n];
+      f.pc = ip;
+      unw_word_t off = 0;
+      if (unw_get_proc_name(&cursor, f.symbol, sizeof(f.symbol), &off) == 0 ||
+          f.symbol[0] != '\0') {
+        f.symbol[sizeof(f.symbol) - 1] = '\0';
+        f.offset = uint32_t(off);
+      } else {
+        f.symbol[0] = '\0';
+        f.offset = 0;
+      }
+      ++n;
+    } while (unw_step(&cursor) > 0);
+  }
+  slot->nframes = n;
+  slot->ticks = NowTicks();
+  __atomic_store_n(&slot->status,
+                   uint32_t(truncated ? fmt::StackStatus::kTruncated : fmt::StackStatus::kDone),
+                   __ATOMIC_RELEASE);
+}
+
+void StackSignalHandler(int, siginfo_t*, void* uc) {
+  int saved_errno = errno;
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (f) {
+    int tid = GetTid();
+    uint32_t count = __atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE);
+    uint32_t round = __atomic_load_n(&f->header->counters.stack_round, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < count && i < fmt::kMaxStacks; ++i) {
+      fmt::StackSlot* s = &f->stacks[i];
+      if (s->tid == uint32_t(tid) && s->round == round &&
+          __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) == uint32_t(fmt::StackStatus::kPending)) {
+        UnwindInto(s, uc);
+        break;
+      }
+    }
+  }
+  errno = saved_errno;
+}
+
+void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
+  int saved_errno = errno;
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (f && !__atomic_exchange_n(&g_in_crash, 1, __ATOMIC_ACQ_REL)) {
+    fmt::ProcessInfo* p = f->process;
+    p->signal = sig;
+    p->signal_code = info ? info->si_code : 0;
+    p->signal_tid = GetTid();
+    p->fault_addr = info ? reinterpret_cast<uint64_t>(info->si_addr) : 0;
+    p->end_ticks = NowTicks();
+    UpdateClock(&p->clock);
+    __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kCrashed), __ATOMIC_RELEASE);
+    // The crash stack is appended to the current round (it does not start a
+    // new one, so the watchdog's stacks of a hang that led here survive).
+    uint32_t i = __atomic_fetch_add(&f->header->counters.stack_count, 1, __ATOMIC_ACQ_REL);
+    if (i < fmt::kMaxStacks) {
+      fmt::StackSlot* s = &f->stacks[i];
+      s->tid = uint32_t(p->signal_tid);
+      s->reason = uint32_t(fmt::StackReason::kCrash);
+      s->round = __atomic_load_n(&f->header->counters.stack_round, __ATOMIC_ACQUIRE);
+      s->nframes = 0;
+      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);
+      UnwindInto(s, uc);
+    }
+  }
+
+  // Hand over to the handler that was there before us, or to the default.
+  const struct sigaction& prev = g_previous[sig];
+  errno = saved_errno;
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
+    prev.sa_sigaction(sig, info, uc);
+    return;
+  }
+  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  sigaction(sig, &prev, nullptr);
+  // A fault re-executes the instruction on return and dies by the default
+  // action; a sent signal (raise, abort, kill) is sent again. It stays
+  // pending while this handler runs and is delivered on return.
+  if (!info || info->si_code <= 0 || sig == SIGABRT) syscall(SYS_tgkill, getpid(), GetTid(), sig);
+}
+
+}  // namespace
+
+void InstallSignalHandlers() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sigemptyset(&sa.sa_mask);
+  // SA_RESTART: a thread interrupted in a restartable system call resumes it.
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sa.sa_sigaction = StackSignalHandler;
+  sigaction(StackSignal(), &sa, nullptr);
+
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sa.sa_sigaction = FatalSignalHandler;
+  for (int sig : kFatalSignals) {
+    struct sigaction old;
+    if (sigaction(sig, nullptr, &old) != 0) continue;
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;  // keep ignored
+    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == FatalSignalHandler) continue;
+    g_previous[sig] = old;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (!f || !RuntimeConfig().stacks) return 0;
+  // Refuse when someone replaced our handler: the signal would run theirs.
+  struct sigaction cur;
+  if (sigaction(StackSignal(), nullptr, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+      cur.sa_sigaction != StackSignalHandler) {
+    WriteStderrLine("hangtrace: stack capture skipped: the program replaced hangtrace's signal handler");
+    return 0;
+  }
+
+  // The threads of this process, by raw getdents64: no allocation, no stdio.
+  int tids[fmt::kMaxStacks];
+  int ntids = 0;
+  int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  char buf[4096];
+  const int self = GetTid();
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      int tid = atoi(d->d_name);
+      if (tid > 0 && tid != self && ntids < int(fmt::kMaxStacks)) tids[ntids++] = tid;
+    }
+  }
+  close(dir);
+
+  fmt::Counters& k = f->header->counters;
+  uint32_t round = __atomic_load_n(&k.stack_round, __ATOMIC_ACQUIRE) + 1;
+  __atomic_store_n(&k.stack_count, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&k.stack_round, round, __ATOMIC_RELEASE);
+  for (int i = 0; i < ntids; ++i) {
+    fmt::StackSlot* s = &f->stacks[i];
+    __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kEmpty), __ATOMIC_RELEASE);
+    s->tid = uint32_t(tids[i]);
+    s->reason = uint32_t(reason);
+    s->round = round;
+    s->nframes = 0;
+    s->ticks = 0;
+    char path[64], name[32] = {};
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tids[i]);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t r = read(fd, name, sizeof(name) - 1);
+      close(fd);
+      if (r > 0 && name[r - 1] == '\n') name[r - 1] = '\0';
+    }
+    memset(s->thread_name, 0, sizeof(s->thread_name));
+    memcpy(s->thread_name, name, strnlen(name, sizeof(s->thread_name) - 1));
+    __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&k.stack_count, uint32_t(ntids), __ATOMIC_RELEASE);
+
+  int captured = 0;
+  const pid_t pid = getpid();
+  for (int i = 0; i < ntids; ++i) {
+    fmt::StackSlot* s = &f->stacks[i];
+    if (syscall(SYS_tgkill, pid, tids[i], StackSignal()) != 0) continue;  // exited meanwhile
+    for (int waited = 0; waited < timeout_ms * 10; ++waited) {
+      if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != uint32_t(fmt::StackStatus::kPending)) {
+        ++captured;
+        break;
+      }
+      struct timespec ts = {0, 100000};  // 100 us
+      nanosleep(&ts, nullptr);
+    }
+  }
+  return captured;
+}
+
+}  // namespace hangtrace
