@@ -65,6 +65,34 @@ double HeartbeatAge(const TraceSnapshot& s) {
   return double(MonotonicNs() - int64_t(s.process.heartbeat_mono_ns)) / 1e9;
 }
 
+// For a process of this machine: is it still there, and is its runtime
+// alive? (A pid reused by another process does not count: start times differ.)
+std::string Liveness(const TraceSnapshot& s, double heartbeat_age) {
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  if (strcmp(host, s.process.host) != 0) return heartbeat_age > 3 ? " (stale: stopped, wedged or gone?)" : "";
+  char path[64], stat[1024] = {};
+  snprintf(path, sizeof(path), "/proc/%d/stat", s.process.pid);
+  FILE* f = fopen(path, "r");
+  bool same = false;
+  if (f) {
+    if (fgets(stat, sizeof(stat), f)) {
+      const char* p = strrchr(stat, ')');
+      unsigned long long start = 0;
+      char state = '?';
+      if (p && sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                      &state, &start) == 2) {
+        same = start == s.process.proc_start_time;
+        if (same && state == 'T') return " (process is STOPPED)";
+        if (same && state == 'Z') return " (process is a zombie: exited, not yet reaped)";
+      }
+    }
+    fclose(f);
+  }
+  if (!same) return " (gone without an exit record: killed?)";
+  return heartbeat_age > 3 ? " (process exists but its runtime is silent: wedged?)" : "";
+}
+
 void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   const fmt::ProcessInfo& p = s.process;
   printf("== %s\n", s.path.c_str());
@@ -92,11 +120,8 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
       break;
     default: {
       double age = HeartbeatAge(s);
-      bool alive = kill(p.pid, 0) == 0 || errno == EPERM;
       printf("state    %s, heartbeat %.1f s ago%s\n", fmt::ProcStateName(state), age,
-             age > 3 ? (alive ? " (process exists but its runtime is silent: stopped?)"
-                              : " (gone without an exit record: killed?)")
-                     : "");
+             Liveness(s, age).c_str());
     }
   }
   if (p.watchdog_timeout_ms) {
@@ -108,16 +133,19 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
 
   printf("threads  %zu\n", s.threads.size());
   for (const ThreadInfo& t : s.threads) {
-    if (t.in_call) {
-      printf("  tid %u: IN %s for %.1f s (since %+.3f s)%s%s\n", t.tid, Describe(s, t.current).c_str(),
+    printf("  tid %u \"%s\"", t.tid, t.name.c_str());
+    if (t.tracer) {
+      printf(": hangtrace's watchdog thread\n");
+    } else if (t.in_call) {
+      printf(": IN %s for %.1f s (since %+.3f s)%s%s\n", Describe(s, t.current).c_str(),
              s.SecondsInCall(t.current.ticks), s.Seconds(p.clock.start_ticks, t.current.ticks),
              t.watchdog_flagged ? "  [watchdog]" : "",
              t.unstable ? "  (slot mid-write)" : "");
     } else if (t.has_last) {
-      printf("  tid %u: not in a traced call; last returned from %s at %+.3f s\n", t.tid,
+      printf(": not in a traced call; last returned from %s at %+.3f s\n",
              Describe(s, t.last).c_str(), s.Seconds(p.clock.start_ticks, t.last.ticks));
     } else {
-      printf("  tid %u: no traced call yet\n", t.tid);
+      printf(": no traced call yet\n");
     }
   }
   size_t ncomms = 0;

@@ -220,6 +220,8 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       ThreadInfo t;
       t.slot = i;
       t.tid = slot.tid;
+      t.name = BoundedString(slot.name, sizeof(slot.name));
+      t.tracer = slot.flags & fmt::kThreadTracer;
       t.head = __atomic_load_n(&live->head, __ATOMIC_ACQUIRE);
       t.unstable = !stable;
       t.in_call = slot.current.kind == uint8_t(fmt::EventKind::kBegin);

@@ -31,6 +31,8 @@ struct CommInfo {
 struct ThreadInfo {
   uint32_t slot = 0;
   uint32_t tid = 0;
+  std::string name;             // thread name when it attached
+  bool tracer = false;          // hangtrace's own background thread
   uint64_t head = 0;            // records ever written to its lane
   bool in_call = false;         // `current` is an open call
   fmt::Record current{};

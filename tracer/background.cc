@@ -73,7 +73,8 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
     ++fired;
     if (nlines < 8) {
       char head[160];
-      snprintf(head, sizeof(head), "hangtrace: watchdog: rank %d pid %d tid %u in ", p->rank,
+      std::string rank = p->rank >= 0 ? std::to_string(p->rank) : "?";
+      snprintf(head, sizeof(head), "hangtrace: watchdog: rank %s pid %d tid %u in ", rank.c_str(),
                p->pid, cur.tid);
       char tail[64];
       snprintf(tail, sizeof(tail), " for %.1f s", double(ms) / 1000.0);
@@ -96,6 +97,7 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
 void* BackgroundMain(void*) {
   // The tracer's own thread: nothing it calls is recorded as a traced call.
   t_thread.depth = 1u << 30;
+  t_thread.tracer_thread = true;
   prctl(PR_SET_NAME, "hangtrace", 0, 0, 0);
   int64_t last_heartbeat = 0;
   int64_t started = MonotonicNs();

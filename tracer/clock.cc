@@ -50,7 +50,9 @@ void UpdateClock(fmt::ClockInfo* c) {
   uint64_t ticks = NowTicks();
   int64_t mono = MonotonicNs();
   int64_t dns = mono - c->ref_mono_ns;
-  if (dns < 1000000) return;  // under 1 ms the estimate is too coarse
+  // Under 10 us the two reads' own jitter dominates; the background thread
+  // refines the rate from longer baselines later.
+  if (dns < 10000) return;
   unsigned __int128 hz = (unsigned __int128)(ticks - c->ref_ticks) * 1000000000u / uint64_t(dns);
   SeqBegin(&c->version);
   c->ticks_hz = uint64_t(hz);

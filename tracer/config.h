@@ -18,11 +18,12 @@ namespace hangtrace {
     "Watchdog: seconds a call may stay in flight before it is marked, the "    \
     "stacks of all threads are captured and one line is printed. 0: off.")     \
   X(blocking, "HANGTRACE_BLOCKING", "off",                                     \
-    "Blocking-launch mode: off, coll, kernels or all. Synchronizes the "      \
-    "stream after each traced collective and/or kernel launch.")              \
+    "Blocking-launch mode of the CUDA/NCCL wrappers: off, coll, kernels or "  \
+    "all. Synchronizes the stream after each traced collective and/or "       \
+    "kernel launch (a selective, recorded CUDA_LAUNCH_BLOCKING=1).")          \
   X(ring, "HANGTRACE_RING", "65536",                                           \
-    "Event ring slots per process (64 bytes each), rounded up to a power "    \
-    "of two, 1024 at least.")                                                  \
+    "Event slots (64 bytes each) of each thread's lane of the ring, rounded " \
+    "up to a power of two, 1024 at least.")                                    \
   X(stacks, "HANGTRACE_STACKS", "1",                                           \
     "1: capture native stacks in the process on a watchdog timeout or a "     \
     "fatal signal (briefly signals each thread). 0: never.")                  \
@@ -33,7 +34,7 @@ namespace hangtrace {
     "launcher's (PMIX_NAMESPACE, OMPI jobid, TORCHELASTIC_RUN_ID), else "     \
     "'local'.")                                                                \
   X(quiet, "HANGTRACE_QUIET", "0",                                             \
-    "1: no start-up or watchdog lines on stderr (errors still print).")
+    "1: no watchdog lines on stderr (errors still print).")
 
 enum class BlockingMode : uint8_t { kOff = 0, kColl = 1, kKernels = 2, kAll = 3 };
 

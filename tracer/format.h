@@ -425,13 +425,17 @@ struct ThreadSlot {
   uint64_t head;        // records ever written to this lane (release store
                         // after each record's commit)
   uint32_t watchdog_fires;  // calls of this slot the watchdog flagged
-  uint32_t reserved0;
+  uint32_t flags;           // ThreadFlags
   uint64_t watchdog_ticks;  // `current.ticks` of the call last flagged:
                             // equal to current.ticks => current is flagged
   Record current;       // BEGIN of the outermost open call; kind 0: idle
   Record last;          // END of the last outermost call that returned
-  char name[16];        // thread name (pthread_getname_np), best effort
+  char name[16];        // thread name when it attached (PR_GET_NAME)
   uint8_t reserved2[16];
+};
+
+enum ThreadFlags : uint32_t {
+  kThreadTracer = 1u << 0,  // hangtrace's own background thread
 };
 static_assert(offsetof(ThreadSlot, current) == 32);
 static_assert(offsetof(ThreadSlot, last) == 96);

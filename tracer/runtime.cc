@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -377,8 +378,11 @@ bool AttachThread(ThreadState& t) {
   t.slot = nullptr;
   if (!f) return false;
   t.tid = int32_t(syscall(SYS_gettid));
-  for (uint32_t i = 0; i < f->thread_capacity; ++i) {
+  // First a slot never used, then one an exited thread released: the lane of
+  // an exited thread keeps its history until slots run out.
+  for (uint32_t pass = 0, i = 0; pass < 2; i = (i + 1 == f->thread_capacity) ? (++pass, 0) : i + 1) {
     fmt::ThreadSlot* s = &f->threads[i];
+    if (pass == 0 && __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) != 0) continue;
     uint32_t expected = 0;
     if (!__atomic_compare_exchange_n(&s->tid, &expected, uint32_t(t.tid), false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED)) {
@@ -399,6 +403,8 @@ bool AttachThread(ThreadState& t) {
     while (cur < i + 1 && !__atomic_compare_exchange_n(hw, &cur, i + 1, true, __ATOMIC_RELEASE,
                                                        __ATOMIC_RELAXED)) {
     }
+    s->flags = t.tracer_thread ? fmt::kThreadTracer : 0;
+    prctl(PR_GET_NAME, s->name, 0, 0, 0);
     t.slot = s;
     t.lane = f->ring + uint64_t(i) * f->lane_slots;
     t.lane_mask = f->lane_slots - 1;

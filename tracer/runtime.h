@@ -50,7 +50,7 @@ struct ThreadState {
   fmt::Record* lane = nullptr;
   uint64_t lane_mask = 0;
   uint32_t depth = 0;           // traced calls open: the re-entrancy guard
-  bool internal = false;        // a thread of the tracer itself
+  bool tracer_thread = false;   // hangtrace's own background thread
 };
 
 extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));

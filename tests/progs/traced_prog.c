@@ -1,0 +1,114 @@
+/* A program for the runtime tests, traced only through LD_PRELOAD: it knows
+ * the C API as weak symbols, so it also runs (untraced) without the library.
+ *
+ * usage: traced_prog MODE [N]
+ *   events N     N regions, then exit 0
+ *   kill N       N regions, enter one more and SIGKILL itself inside it
+ *   hold         enter a region and block forever in stuck_in_here()
+ *   segv         N regions, then a NULL store in crash_here()
+ *   exit N       exit(N) after two regions
+ *   fork         regions in parent and child; the child exits 0; exit 0
+ *   exec         one region, then exec itself as `traced_prog events 3`
+ *   threads N    N threads doing regions concurrently, plus the main thread
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int hangtrace_enabled(void) __attribute__((weak));
+int hangtrace_region(const char* name) __attribute__((weak));
+int hangtrace_begin(int region, uint64_t arg) __attribute__((weak));
+int hangtrace_end(int region) __attribute__((weak));
+
+static int region(const char* name) { return hangtrace_region ? hangtrace_region(name) : -1; }
+static void begin(int r, uint64_t a) { if (hangtrace_begin) hangtrace_begin(r, a); }
+static void end(int r) { if (hangtrace_end) hangtrace_end(r); }
+
+static void regions(int r, int n) {
+  for (int i = 0; i < n; ++i) {
+    begin(r, (uint64_t)i);
+    end(r);
+  }
+}
+
+__attribute__((noinline)) void stuck_in_here(void) {
+  for (;;) pause();
+}
+
+__attribute__((noinline)) void crash_here(volatile int* p) {
+  *p = 42;
+  __asm__ volatile("" ::: "memory");
+}
+
+static void* thread_main(void* arg) {
+  int r = region("thread_work");
+  regions(r, (int)(intptr_t)arg);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const char* mode = argv[1];
+  int n = argc > 2 ? atoi(argv[2]) : 10;
+  int r = region("test_call");
+  printf("traced=%d\n", hangtrace_enabled ? hangtrace_enabled() : 0);
+  fflush(stdout);
+
+  if (!strcmp(mode, "events")) {
+    regions(r, n);
+    return 0;
+  }
+  if (!strcmp(mode, "kill")) {
+    regions(r, n);
+    begin(r, 4242);
+    kill(getpid(), SIGKILL);
+    return 1;
+  }
+  if (!strcmp(mode, "hold")) {
+    regions(r, 3);
+    begin(r, 7);
+    stuck_in_here();
+  }
+  if (!strcmp(mode, "segv")) {
+    regions(r, n);
+    begin(r, 13);
+    crash_here(NULL);
+    return 1;
+  }
+  if (!strcmp(mode, "exit")) {
+    regions(r, 2);
+    exit(n);
+  }
+  if (!strcmp(mode, "fork")) {
+    regions(r, 5);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int c = region("child_call");
+      regions(c, 7);
+      _exit(0);
+    }
+    regions(r, 5);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  }
+  if (!strcmp(mode, "exec")) {
+    regions(r, 1);
+    execl(argv[0], argv[0], "events", "3", (char*)NULL);
+    return 1;
+  }
+  if (!strcmp(mode, "threads")) {
+    pthread_t th[64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; ++i) pthread_create(&th[i], NULL, thread_main, (void*)(intptr_t)1000);
+    regions(r, 1000);
+    for (int i = 0; i < n; ++i) pthread_join(th[i], NULL);
+    return 0;
+  }
+  return 2;
+}

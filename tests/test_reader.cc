@@ -1,0 +1,141 @@
+// Damaged, foreign, truncated and newer files: one clear error or warning
+// each, never a crash, and what is readable is still read.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "merger/rank_set.h"
+#include "merger/trace_reader.h"
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::RunProgram;
+using testing::TempDir;
+
+// A real file from a real run, as bytes.
+std::vector<uint8_t> GoodFile(const TempDir& dir) {
+  auto r = RunProgram({HT_PROG, "events", "20"},
+                      {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", dir.path()}, {"HANGTRACE_RING", "1024"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto files = testing::ListTraceFiles(dir.path());
+  EXPECT_EQ(files.size(), 1u);
+  std::ifstream in(files.at(0), std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string ErrorOf(const std::vector<uint8_t>& bytes) {
+  std::string err;
+  auto s = ReadTraceBytes(bytes.data(), bytes.size(), "f.htrace", &err);
+  EXPECT_FALSE(s);
+  return err;
+}
+
+TEST(Reader, GoodFileReads) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  std::string err;
+  auto s = ReadTraceBytes(bytes.data(), bytes.size(), "f", &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_TRUE(s->warnings.empty());
+  EXPECT_EQ(s->events.size(), 40u);
+}
+
+TEST(Reader, ForeignFile) {
+  std::vector<uint8_t> bytes(8192, 'x');
+  EXPECT_NE(ErrorOf(bytes).find("not a hangtrace trace file"), std::string::npos);
+}
+
+TEST(Reader, EmptyAndShortFiles) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  bytes.resize(100);
+  EXPECT_NE(ErrorOf(bytes).find("truncated: 100 bytes"), std::string::npos);
+  std::string path = dir.path() + "/empty.htrace";
+  std::ofstream(path).close();
+  std::string err;
+  EXPECT_FALSE(ReadTraceFile(path, &err));
+  EXPECT_NE(err.find("empty file"), std::string::npos) << err;
+}
+
+TEST(Reader, NewerFormatIsRefusedWithVersions) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  auto* h = reinterpret_cast<fmt::FileHeader*>(bytes.data());
+  h->version = 9;
+  h->oldest_readable = 7;
+  std::string err = ErrorOf(bytes);
+  EXPECT_NE(err.find("newer hangtrace (format version 9, readable from version 7)"), std::string::npos) << err;
+}
+
+TEST(Reader, NewerButCompatibleFormatIsRead) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  reinterpret_cast<fmt::FileHeader*>(bytes.data())->version = 2;  // oldest_readable stays 1
+  std::string err;
+  EXPECT_TRUE(ReadTraceBytes(bytes.data(), bytes.size(), "f", &err)) << err;
+}
+
+TEST(Reader, FileThatNeverFinishedItsLayout) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  reinterpret_cast<fmt::FileHeader*>(bytes.data())->ready = 0;
+  EXPECT_NE(ErrorOf(bytes).find("incomplete"), std::string::npos);
+}
+
+TEST(Reader, TruncatedFileKeepsWhatIsThere) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  const auto* h = reinterpret_cast<const fmt::FileHeader*>(bytes.data());
+  bytes.resize(h->sections[fmt::kSecRing].offset + 100);  // tables whole, ring cut
+  std::string err;
+  auto s = ReadTraceBytes(bytes.data(), bytes.size(), "f", &err);
+  ASSERT_TRUE(s) << err;
+  ASSERT_GE(s->warnings.size(), 2u);
+  EXPECT_NE(s->warnings[0].find("truncated"), std::string::npos);
+  EXPECT_NE(s->warnings[1].find("event ring skipped"), std::string::npos);
+  EXPECT_EQ(fmt::ProcState(s->process.state), fmt::ProcState::kExited);
+  EXPECT_FALSE(s->calls.empty());
+  EXPECT_TRUE(s->events.empty());
+}
+
+TEST(Reader, CorruptCountsAndOffsetsAreBounded) {
+  TempDir dir;
+  auto bytes = GoodFile(dir);
+  auto* h = reinterpret_cast<fmt::FileHeader*>(bytes.data());
+  h->counters.call_count = 0xffffffff;
+  h->counters.comm_count = 0xffffffff;
+  h->counters.stack_count = 0xffffffff;
+  h->counters.thread_count = 0xffffffff;
+  h->sections[fmt::kSecStacks].offset = ~0ull - 10;
+  h->lane_slots = 3;  // not a power of two
+  std::string err;
+  auto s = ReadTraceBytes(bytes.data(), bytes.size(), "f", &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_TRUE(s->events.empty());
+  bool stack_warned = false, lane_warned = false;
+  for (const std::string& w : s->warnings) {
+    stack_warned |= w.find("stack table skipped") != std::string::npos;
+    lane_warned |= w.find("lane layout") != std::string::npos;
+  }
+  EXPECT_TRUE(stack_warned);
+  EXPECT_TRUE(lane_warned);
+}
+
+TEST(RankSet, PrintsAndParsesRanges) {
+  RankSet s;
+  for (int r : {0, 1, 2, 3, 4, 6, 7, 100, 64, 65}) s.Add(r);
+  EXPECT_EQ(s.ToString(), "0-4,6-7,64-65,100");
+  EXPECT_EQ(s.Count(), 10u);
+  RankSet p;
+  ASSERT_TRUE(RankSet::Parse("0-4,6-7,64-65,100", &p));
+  EXPECT_EQ(p.ToString(), s.ToString());
+  EXPECT_FALSE(RankSet::Parse("3-1", &p));
+  EXPECT_FALSE(RankSet::Parse("a", &p));
+  EXPECT_EQ(RankSet().ToString(), "");
+}
+
+}  // namespace
+}  // namespace hangtrace

@@ -1,0 +1,223 @@
+// The runtime as users get it: libhangtrace.so preloaded into a separate
+// program (tests/progs/traced_prog.c), whose trace file is then read.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "merger/trace_reader.h"
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::ListTraceFiles;
+using testing::ProgramResult;
+using testing::RunProgram;
+using testing::TempDir;
+
+ProgramResult RunTraced(const TempDir& dir, std::vector<std::string> args,
+                        std::vector<std::pair<std::string, std::string>> env = {}, double timeout_s = 30) {
+  args.insert(args.begin(), HT_PROG);
+  env.push_back({"LD_PRELOAD", HT_PRELOAD});
+  env.push_back({"HANGTRACE_DIR", dir.path()});
+  env.push_back({"HANGTRACE_JOB", "job"});
+  return RunProgram(args, env, timeout_s);
+}
+
+TraceSnapshot ReadOnly(const TempDir& dir) {
+  std::vector<std::string> files = ListTraceFiles(dir.path());
+  EXPECT_EQ(files.size(), 1u);
+  std::string err;
+  auto s = files.empty() ? std::nullopt : ReadTraceFile(files[0], &err);
+  EXPECT_TRUE(s) << err;
+  return s ? *s : TraceSnapshot{};
+}
+
+size_t CountKind(const TraceSnapshot& s, fmt::EventKind kind, const std::string& call) {
+  return size_t(std::count_if(s.events.begin(), s.events.end(), [&](const Event& e) {
+    return e.rec.kind == uint8_t(kind) && s.CallName(e.rec.call) == call;
+  }));
+}
+
+bool StackHas(const StackInfo& st, const std::string& symbol) {
+  for (const fmt::StackFrame& f : st.frames) {
+    if (symbol == f.symbol) return true;
+  }
+  return false;
+}
+
+TEST(Runtime, NormalExitIsRecordedWithItsCode) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"exit", "3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.out.find("traced=1"), std::string::npos);
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(fmt::ProcState(s.process.state), fmt::ProcState::kExited);
+  EXPECT_EQ(s.process.exit_code, 3);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "test_call"), 2u);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kEnd, "test_call"), 2u);
+  EXPECT_STREQ(s.process.job, "job");
+  EXPECT_GT(s.process.clock.ticks_hz, 0u);
+}
+
+TEST(Runtime, CrashDurabilityAfterSigkill) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"kill", "500"});
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  TraceSnapshot s = ReadOnly(dir);
+  // Every committed event is there, and the call it died in is visible.
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "test_call"), 501u);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kEnd, "test_call"), 500u);
+  EXPECT_EQ(s.events_rejected, 0u);
+  EXPECT_EQ(fmt::ProcState(s.process.state), fmt::ProcState::kRunning);  // no exit record
+  bool in_call = false;
+  for (const ThreadInfo& t : s.threads) {
+    if (t.in_call && t.current.count == 4242 && s.CallName(t.current.call) == "test_call") in_call = true;
+  }
+  EXPECT_TRUE(in_call) << "the in-flight call must be readable after SIGKILL";
+}
+
+TEST(Runtime, ForkChildGetsItsOwnFile) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"fork"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> files = ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 2u);
+  int parents = 0, children = 0;
+  for (const std::string& f : files) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err);
+    ASSERT_TRUE(s) << err;
+    if (s->process.forked) {
+      ++children;
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "child_call"), 7u);
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 0u);
+      EXPECT_EQ(fmt::RankSource(s->process.rank_source), fmt::RankSource::kInherited);
+      EXPECT_GT(s->process.parent_pid, 0);
+    } else {
+      ++parents;
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 10u);
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "child_call"), 0u);
+      EXPECT_EQ(fmt::ProcState(s->process.state), fmt::ProcState::kExited);
+    }
+  }
+  EXPECT_EQ(parents, 1);
+  EXPECT_EQ(children, 1);
+}
+
+TEST(Runtime, ExecMarksThePreviousImage) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"exec"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> files = ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 2u);
+  int execed = 0, exited = 0;
+  for (const std::string& f : files) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err);
+    ASSERT_TRUE(s) << err;
+    if (fmt::ProcState(s->process.state) == fmt::ProcState::kExeced) {
+      ++execed;
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 1u);
+    } else {
+      ++exited;
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 3u);
+    }
+  }
+  EXPECT_EQ(execed, 1);
+  EXPECT_EQ(exited, 1);
+}
+
+TEST(Runtime, UnwritableDirectoryFailsOpen) {
+  // A folder below a regular file can never be created, even by root.
+  TempDir dir;
+  std::string file = dir.path() + "/plain-file";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  ProgramResult r = RunProgram({HT_PROG, "events", "5"},
+                               {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", file + "/traces"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("traced=0"), std::string::npos) << r.out;
+  // Exactly one line, naming the problem.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("hangtrace: not tracing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plain-file"), std::string::npos) << r.err;
+}
+
+TEST(Runtime, OffMeansNoFileAndNoTracing) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"events", "5"}, {{"HANGTRACE_OFF", "1"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("traced=0"), std::string::npos);
+  EXPECT_TRUE(ListTraceFiles(dir.path()).empty());
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Runtime, WatchdogFlagsTheCallAndItsStackNamesTheBlockedFunction) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"hold"}, {{"HANGTRACE_TIMEOUT", "0.5"}}, /*timeout_s=*/2.0);
+  EXPECT_EQ(r.term_signal, SIGKILL);  // it hangs until we kill it
+  // One stderr line naming the call.
+  EXPECT_NE(r.err.find("hangtrace: watchdog:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("test_call"), std::string::npos) << r.err;
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_GE(s.process.watchdog_fires, 1u);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kWatchdog, "test_call"), 1u);
+  bool flagged = false;
+  for (const ThreadInfo& t : s.threads) flagged |= t.in_call && t.watchdog_flagged && t.current.count == 7;
+  EXPECT_TRUE(flagged);
+  bool named = false;
+  for (const StackInfo& st : s.stacks) {
+    EXPECT_EQ(st.reason, fmt::StackReason::kWatchdog);
+    if (st.status == fmt::StackStatus::kDone && StackHas(st, "stuck_in_here") && StackHas(st, "main")) named = true;
+  }
+  EXPECT_TRUE(named) << "no captured stack names stuck_in_here";
+}
+
+TEST(Runtime, SegfaultIsRecordedWithTheFaultingStackThenKillsAsBefore) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"segv", "4"});
+  EXPECT_EQ(r.term_signal, SIGSEGV);  // the default action still happens
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(fmt::ProcState(s.process.state), fmt::ProcState::kCrashed);
+  EXPECT_EQ(s.process.signal, SIGSEGV);
+  EXPECT_EQ(s.process.fault_addr, 0u);
+  ASSERT_FALSE(s.stacks.empty());
+  const StackInfo& st = s.stacks.back();
+  EXPECT_EQ(st.reason, fmt::StackReason::kCrash);
+  EXPECT_EQ(st.tid, uint32_t(s.process.signal_tid));
+  ASSERT_FALSE(st.frames.empty());
+  EXPECT_STREQ(st.frames[0].symbol, "crash_here");  // the faulting pc itself
+  EXPECT_TRUE(StackHas(st, "main"));
+  // And the call it crashed in.
+  bool in_call = false;
+  for (const ThreadInfo& t : s.threads) in_call |= t.in_call && t.current.count == 13;
+  EXPECT_TRUE(in_call);
+}
+
+TEST(Runtime, ManyThreadsEachGetALane) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"threads", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "thread_work"), 16u * 1000);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kEnd, "thread_work"), 16u * 1000);
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "test_call"), 1000u);
+  EXPECT_EQ(s.events_rejected, 0u);
+}
+
+TEST(Runtime, InspectShowsTheHungCallAndItsStack) {
+  TempDir dir;
+  RunTraced(dir, {"hold"}, {{"HANGTRACE_TIMEOUT", "0.3"}}, 1.5);
+  ProgramResult r = RunProgram({HT_CLI, "inspect", dir.path()}, {});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("IN test_call count 7"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[watchdog]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stuck_in_here+0x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gone without an exit record"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hangtrace
