@@ -20,6 +20,7 @@
 #include "merger/rank_set.h"
 #include "merger/trace_reader.h"
 #include "tracer/clock.h"
+#include "tracer/procfs.h"
 
 namespace hangtrace {
 namespace {
@@ -43,22 +44,11 @@ std::string Describe(const TraceSnapshot& s, const fmt::Record& r) {
   return out;
 }
 
-// Seconds since the process last refreshed its heartbeat, when this reader
-// shares its clock (same boot); negative when unknown.
+// Seconds since the process last refreshed its heartbeat: by the monotonic
+// clock when this reader shares it (same boot), else by wall clock.
 double HeartbeatAge(const TraceSnapshot& s) {
-  uint8_t boot[16] = {};
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  char text[64] = {};
-  if (f) {
-    if (!fgets(text, sizeof(text), f)) text[0] = '\0';
-    fclose(f);
-  }
-  int k = 0;
-  for (int i = 0; text[i] && text[i + 1] && k < 16; ++i) {
-    unsigned v;
-    if (text[i] == '-') continue;
-    if (sscanf(text + i, "%2x", &v) == 1) boot[k++] = uint8_t(v), ++i;
-  }
+  uint8_t boot[16];
+  ReadBootId(boot);
   if (memcmp(boot, s.process.boot_id, 16) != 0) {
     return double(RealtimeNs() - s.process.heartbeat_real_ns) / 1e9;
   }
@@ -71,24 +61,10 @@ std::string Liveness(const TraceSnapshot& s, double heartbeat_age) {
   char host[64] = {};
   gethostname(host, sizeof(host) - 1);
   if (strcmp(host, s.process.host) != 0) return heartbeat_age > 3 ? " (stale: stopped, wedged or gone?)" : "";
-  char path[64], stat[1024] = {};
-  snprintf(path, sizeof(path), "/proc/%d/stat", s.process.pid);
-  FILE* f = fopen(path, "r");
-  bool same = false;
-  if (f) {
-    if (fgets(stat, sizeof(stat), f)) {
-      const char* p = strrchr(stat, ')');
-      unsigned long long start = 0;
-      char state = '?';
-      if (p && sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                      &state, &start) == 2) {
-        same = start == s.process.proc_start_time;
-        if (same && state == 'T') return " (process is STOPPED)";
-        if (same && state == 'Z') return " (process is a zombie: exited, not yet reaped)";
-      }
-    }
-    fclose(f);
-  }
+  ProcStat st;
+  bool same = ReadProcStat(s.process.pid, &st) && st.start_time == s.process.proc_start_time;
+  if (same && st.state == 'T') return " (process is STOPPED)";
+  if (same && st.state == 'Z') return " (process is a zombie: exited, not yet reaped)";
   if (!same) return " (gone without an exit record: killed?)";
   return heartbeat_age > 3 ? " (process exists but its runtime is silent: wedged?)" : "";
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "tracer/internal.h"
+#include "tracer/procfs.h"
 
 namespace hangtrace {
 
@@ -48,53 +49,10 @@ void CopyString(char* dst, size_t cap, const char* src) {
   dst[n] = '\0';
 }
 
-// Reads a small file (under /proc) into buf; returns bytes read or -1.
-ssize_t ReadSmallFile(const char* path, char* buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t got = 0;
-  while (got < cap) {
-    ssize_t n = read(fd, buf + got, cap - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += size_t(n);
-  }
-  close(fd);
-  return ssize_t(got);
-}
-
 // Field 22 of /proc/self/stat: start time in clock ticks since boot.
 uint64_t ProcStartTime() {
-  char buf[1024];
-  ssize_t n = ReadSmallFile("/proc/self/stat", buf, sizeof(buf) - 1);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');  // comm may contain spaces
-  if (!p) return 0;
-  int field = 2;
-  for (; *p && field < 22; ++p) {
-    if (*p == ' ') ++field;
-  }
-  return strtoull(p, nullptr, 10);
-}
-
-void ReadBootId(uint8_t out[16]) {
-  char buf[64];
-  memset(out, 0, 16);
-  ssize_t n = ReadSmallFile("/proc/sys/kernel/random/boot_id", buf, sizeof(buf) - 1);
-  if (n <= 0) return;
-  int k = 0;
-  for (ssize_t i = 0; i + 1 < n && k < 16; ++i) {
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      return -1;
-    };
-    int hi = hex(buf[i]), lo = hex(buf[i + 1]);
-    if (hi < 0 || lo < 0) continue;
-    out[k++] = uint8_t(hi << 4 | lo);
-    ++i;
-  }
+  ProcStat st;
+  return ReadProcStat(0, &st) ? st.start_time : 0;
 }
 
 struct EnvRank {
@@ -147,7 +105,7 @@ void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
   CopyString(p->step, sizeof(p->step), getenv("SLURM_STEP_ID"));
   ssize_t n = readlink("/proc/self/exe", p->exe, sizeof(p->exe) - 1);
   if (n > 0) p->exe[n] = '\0';
-  n = ReadSmallFile("/proc/self/cmdline", p->cmdline, sizeof(p->cmdline) - 1);
+  n = ReadSmallFile("/proc/self/cmdline", p->cmdline, sizeof(p->cmdline));
   for (ssize_t i = 0; i + 1 < n; ++i) {
     if (p->cmdline[i] == '\0') p->cmdline[i] = ' ';
   }
@@ -403,7 +361,7 @@ bool AttachThread(ThreadState& t) {
     while (cur < i + 1 && !__atomic_compare_exchange_n(hw, &cur, i + 1, true, __ATOMIC_RELEASE,
                                                        __ATOMIC_RELAXED)) {
     }
-    s->flags = t.tracer_thread ? fmt::kThreadTracer : 0;
+    s->flags = t.tracer_thread ? uint32_t(fmt::kThreadTracer) : 0u;
     prctl(PR_GET_NAME, s->name, 0, 0, 0);
     t.slot = s;
     t.lane = f->ring + uint64_t(i) * f->lane_slots;

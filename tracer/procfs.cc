@@ -1,0 +1,63 @@
+#include "tracer/procfs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace hangtrace {
+
+ssize_t ReadSmallFile(const char* path, char* buf, size_t cap) {
+  if (cap == 0) return -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  while (got < cap - 1) {
+    ssize_t n = read(fd, buf + got, cap - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  close(fd);
+  buf[got] = '\0';
+  return ssize_t(got);
+}
+
+bool ReadProcStat(pid_t pid, ProcStat* out) {
+  char path[64], buf[1024];
+  if (pid) snprintf(path, sizeof(path), "/proc/%d/stat", int(pid));
+  else snprintf(path, sizeof(path), "/proc/self/stat");
+  if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) return false;
+  const char* p = strrchr(buf, ')');  // comm may contain spaces and ')'
+  if (!p || p[1] != ' ') return false;
+  p += 2;
+  out->state = *p;
+  for (int field = 3; *p && field < 22; ++p) {
+    if (*p == ' ') ++field;
+  }
+  out->start_time = strtoull(p, nullptr, 10);
+  return true;
+}
+
+void ReadBootId(uint8_t out[16]) {
+  char buf[64];
+  memset(out, 0, 16);
+  if (ReadSmallFile("/proc/sys/kernel/random/boot_id", buf, sizeof(buf)) <= 0) return;
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  int k = 0;
+  for (size_t i = 0; buf[i] && buf[i + 1] && k < 16; ++i) {
+    int hi = hex(buf[i]), lo = hex(buf[i + 1]);
+    if (hi < 0 || lo < 0) continue;
+    out[k++] = uint8_t(hi << 4 | lo);
+    ++i;
+  }
+}
+
+}  // namespace hangtrace
