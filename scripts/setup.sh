@@ -11,6 +11,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev                # MPI tracing, tests, the trainer
   nlohmann-json3-dev libcli11-dev           # reports, command line
   libgtest-dev libbenchmark-dev             # tests, bench/
+  python3-minimal                           # generates the wrappers from interpose/*.spec
 )
 
 missing=()

@@ -383,7 +383,7 @@ struct Record {
   uint16_t call;      // CallInfo index
   uint16_t comm;      // CommEntry index; kNoComm when none
   int32_t peer;       // root of rooted collectives, peer of p2p (the
-                      // communicator's rank); kAnyPeer, kNoPeer
+                      // communicator's rank); kAnyPeer, kNullPeer, kNoPeer
   int32_t tag;        // p2p tag; kAnyTag
   int32_t result;     // END: the call's return code
   uint8_t kind;       // EventKind
@@ -408,8 +408,9 @@ static_assert(sizeof(Record) == kRecordSize);
 inline constexpr uint16_t kNoComm = 0xffff;
 inline constexpr uint16_t kNoCall = 0xffff;
 inline constexpr int32_t kNoPeer = -1;
-inline constexpr int32_t kAnyPeer = -2;
-inline constexpr int32_t kAnyTag = -2;
+inline constexpr int32_t kAnyPeer = -2;   // MPI_ANY_SOURCE
+inline constexpr int32_t kAnyTag = -2;    // MPI_ANY_TAG
+inline constexpr int32_t kNullPeer = -3;  // MPI_PROC_NULL: completes at once
 
 // ---------------------------------------------------------------------------
 // Per-thread "current call" slots: the call a thread is blocked in stays

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Generates the MPI wrappers from interpose/mpi.spec.
+
+usage: gen_wrappers.py SPEC OUT.cc
+
+Each spec line `name | op | kind | parameters` becomes:
+  * an entry of the call table written into every trace file (name, neutral
+    op, matching flags), registered at start-up in spec order;
+  * an exported `extern "C"` wrapper with the exact prototype of mpi.h (a
+    mismatch is a compile error), which fills a record from the parameters'
+    roles and then runs the template of its kind, calling the real PMPI_
+    function found at first use.
+The hand-written logic the templates call lives in mpi_support.{h,cc}.
+"""
+import re
+import sys
+
+OPS = {
+    "allreduce": "kAllreduce", "bcast": "kBcast", "reduce": "kReduce", "allgather": "kAllgather",
+    "reducescatter": "kReducescatter", "alltoall": "kAlltoall", "gather": "kGather",
+    "scatter": "kScatter", "barrier": "kBarrier", "scan": "kScan", "send": "kSend", "recv": "kRecv",
+    "sendrecv": "kSendrecv", "wait": "kWait", "probe": "kProbe", "comm": "kCommMgmt", "other": "kOther",
+}
+
+KIND_FLAGS = {
+    "coll": ["kCallCollective", "kCallBlocking"],
+    "icoll": ["kCallCollective", "kCallNonblocking"],
+    "send": ["kCallP2p", "kCallBlocking"],
+    "isend": ["kCallP2p", "kCallNonblocking"],
+    "recv": ["kCallP2p", "kCallBlocking"],
+    "irecv": ["kCallP2p", "kCallNonblocking"],
+    "mrecv": ["kCallP2p", "kCallBlocking"],
+    "imrecv": ["kCallP2p", "kCallNonblocking"],
+    "sendrecv": ["kCallP2p", "kCallBlocking"],
+    "probe": ["kCallBlocking"],
+    "iprobe": [],
+    "wait": ["kCallCompletion", "kCallBlocking"],
+    "test": ["kCallCompletion"],
+    "create": ["kCallCollective", "kCallBlocking"],
+    "icreate": ["kCallCollective", "kCallNonblocking"],
+    "creategrp": ["kCallBlocking"],
+    "free": ["kCallCollective", "kCallBlocking"],
+    "setname": [],
+    "init": ["kCallBlocking"],
+    "finalize": ["kCallBlocking"],
+    "abort": [],
+}
+
+ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "tag", "recvpeer", "recvtag", "request",
+         "requests", "nreq", "status", "statuses", "index", "outcount", "indices", "flag", "newcomm",
+         "color", "key", "provided", "freecomm", "name", "message"}
+
+
+class Param:
+    def __init__(self, text):
+        text = text.strip()
+        self.role = None
+        if "@" in text:
+            text, self.role = [t.strip() for t in text.split("@")]
+            if self.role not in ROLES:
+                raise ValueError(f"unknown role '{self.role}' in '{text}'")
+        self.text = text
+        m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\[\])?$", text)
+        if not m:
+            raise ValueError(f"cannot find the parameter name in '{text}'")
+        self.name = m.group(1)
+
+
+class Call:
+    def __init__(self, index, line):
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) != 4:
+            raise ValueError(f"expected 'name | op | kind | parameters': {line}")
+        self.index = index
+        self.name, self.op, self.kind, params = fields
+        if self.op not in OPS:
+            raise ValueError(f"{self.name}: unknown op '{self.op}'")
+        if self.kind not in KIND_FLAGS:
+            raise ValueError(f"{self.name}: unknown kind '{self.kind}'")
+        self.params = [Param(p) for p in params.split(",")] if params else []
+        self.roles = {p.role: p.name for p in self.params if p.role}
+
+    def flags(self):
+        f = list(KIND_FLAGS[self.kind])
+        if "root" in self.roles:
+            f.append("kCallRooted")
+        return " | ".join(f"fmt::{x}" for x in f) or "0"
+
+    def args(self, substitute=None):
+        substitute = substitute or {}
+        return ", ".join(substitute.get(p.role, p.name) for p in self.params)
+
+
+def role_assignments(c):
+    r = c.roles
+    out = []
+    if "comm" in r:
+        out.append(f"r.comm = CommIndex({r['comm']});")
+    if "freecomm" in r:
+        out.append(f"r.comm = CommIndex(*{r['freecomm']});")
+    if "count" in r:
+        out.append(f"r.count = uint64_t(int64_t({r['count']}));")
+    if "nreq" in r:
+        out.append(f"r.count = uint64_t(int64_t({r['nreq']}));")
+    if "dtype" in r:
+        out.append(f"r.dtype = Dtype({r['dtype']});")
+    if "redop" in r:
+        out.append(f"r.redop = Redop({r['redop']});")
+    if "root" in r:
+        out.append(f"SetPeer(r, {r['root']});")
+    if "peer" in r:
+        out.append(f"SetPeer(r, {r['peer']});")
+    if "tag" in r:
+        out.append(f"SetTag(r, {r['tag']});")
+    return out
+
+
+BLOCKING = """bool rec = CallBegin(r);
+int ret = real({args});
+{after}CallEnd(r, ret, rec);
+return ret;"""
+
+
+def body(c):
+    r = c.roles
+    args = c.args()
+    k = c.kind
+    status_sub = {"status": "st"}
+    own_status = (f"MPI_Status own_status;\n"
+                  f"MPI_Status* st = {r.get('status')} == MPI_STATUS_IGNORE ? &own_status : {r.get('status')};")
+    if k == "coll":
+        return "r.seq = NextCollSeq(r.comm);\n" + BLOCKING.format(args=args, after="")
+    if k == "icoll":
+        return (f"r.seq = NextCollSeq(r.comm);\nint ret = real({args});\n"
+                f"if (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;")
+    if k in ("send", "isend"):
+        head = "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
+        if k == "send":
+            return head + BLOCKING.format(args=args, after="")
+        return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
+    if k in ("recv", "mrecv"):
+        head = "SequenceReceive(r);\n" if k == "recv" else "MatchedReceive(r);\n"
+        return head + own_status + "\n" + BLOCKING.format(
+            args=c.args(status_sub), after="if (ret == MPI_SUCCESS) ResolveReceive(r, st);\n")
+    if k in ("irecv", "imrecv"):
+        head = "SequenceReceive(r);\n" if k == "irecv" else "MatchedReceive(r);\n"
+        return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
+    if k == "sendrecv":
+        return ("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
+                "fmt::Record recv = r;\nrecv.seq = 0;\nrecv.flags = 0;\n"
+                f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\nSequenceReceive(recv);\n"
+                "r.aux = uint32_t(recv.seq);\n" + own_status + "\n" +
+                BLOCKING.format(args=c.args(status_sub),
+                                after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
+                                      "  r.aux = uint32_t(recv.seq);\n}\n"))
+    if k == "probe":
+        return BLOCKING.format(args=args, after="")
+    if k in ("wait", "test"):
+        return completion_body(c)
+    if k in ("create", "creategrp"):
+        collective = "true" if k == "create" else "false"
+        head = "r.seq = NextCollSeq(r.comm);\n" if k == "create" else ""
+        after = (f"if (ret == MPI_SUCCESS) CommCreated(r.call, {r['comm']}, *{r['newcomm']}, "
+                 f"{r.get('color', '-1')}, {r.get('key', '-1')}, {collective}, false);\n")
+        return head + BLOCKING.format(args=args, after=after)
+    if k == "icreate":
+        return (f"r.seq = NextCollSeq(r.comm);\nint ret = real({args});\n"
+                f"if (ret == MPI_SUCCESS) {{\n  CommCreated(r.call, {r['comm']}, *{r['newcomm']}, -1, -1, true, true);\n"
+                f"  Posted(r, *{r['request']});\n}}\nreturn ret;")
+    if k == "free":
+        return (f"MPI_Comm freed = *{r['freecomm']};\nr.seq = NextCollSeq(r.comm);\n" +
+                BLOCKING.format(args=args, after="if (ret == MPI_SUCCESS) CommFreeing(freed);\n"))
+    if k == "init":
+        provided = f"{r['provided']} ? *{r['provided']} : MPI_THREAD_SINGLE" if "provided" in r else "MPI_THREAD_SINGLE"
+        return BLOCKING.format(args=args, after=f"if (ret == MPI_SUCCESS) Initialized({provided});\n")
+    if k == "finalize":
+        return BLOCKING.format(args=args, after="")
+    if k == "abort":
+        return f"CallBegin(r);  // never ended: the process is going away\nreturn real({args});"
+    raise ValueError(k)
+
+
+def completion_body(c):
+    """Wait*/Test*: save the requests (the call overwrites retired ones), let
+    the call run, then end every request it retired."""
+    r = c.roles
+    lines = []
+    if "request" in r:  # MPI_Wait, MPI_Test
+        lines.append(f"MPI_Request* saved = SaveRequests(1, {r['request']});")
+        n = "1"
+    else:
+        lines.append(f"MPI_Request* saved = SaveRequests({r['nreq']}, {r['requests']});")
+        n = r["nreq"]
+    if "statuses" in r:
+        lines.append(f"MPI_Status* sts = StatusBuffer({r['statuses']}, "
+                     f"{r['statuses']} == MPI_STATUSES_IGNORE, {n});")
+        sub = {"statuses": "sts"}
+    else:
+        lines.append(f"MPI_Status* sts = StatusBuffer({r['status']}, {r['status']} == MPI_STATUS_IGNORE, 1);")
+        sub = {"status": "sts"}
+    if c.kind == "wait":
+        lines.append(f"if ({n} > 0) r.handle = RequestKey(saved[0]);")
+    cond = "ret == MPI_SUCCESS" + (f" && *{r['flag']}" if "flag" in r else "")
+    if "index" in r:
+        retire = (f"if ({cond} && *{r['index']} != MPI_UNDEFINED) Retire(saved[*{r['index']}], sts);")
+    elif "outcount" in r:
+        retire = (f"if ({cond} && *{r['outcount']} != MPI_UNDEFINED) {{\n"
+                  f"  for (int k = 0; k < *{r['outcount']}; ++k) Retire(saved[{r['indices']}[k]], &sts[k]);\n}}")
+    elif "request" in r:
+        retire = f"if ({cond}) Retire(saved[0], sts);"
+    else:
+        retire = f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) Retire(saved[k], &sts[k]);\n}}"
+    if c.kind == "wait":
+        lines.append("bool rec = CallBegin(r);")
+        lines.append(f"int ret = real({c.args(sub)});")
+        lines.append(retire)
+        lines.append("CallEnd(r, ret, rec);")
+    else:  # polled: only the retired requests are recorded
+        lines.append(f"int ret = real({c.args(sub)});")
+        lines.append(retire)
+    lines.append("return ret;")
+    return "\n".join(lines)
+
+
+def indent(text, n=2):
+    return "\n".join((" " * n + l) if l else l for l in text.split("\n"))
+
+
+def generate(calls):
+    out = [
+        "// Generated by interpose/gen_wrappers.py from interpose/mpi.spec. Do not edit.",
+        '#include "interpose/mpi_support.h"',
+        "",
+        "namespace hangtrace::mpi {",
+        "",
+        "const CallSpec kMpiCalls[] = {",
+    ]
+    for c in calls:
+        out.append(f'    {{"{c.name}", fmt::Op::{OPS[c.op]}, uint8_t({c.flags()})}},')
+    out += [
+        "};",
+        f"const int kNumMpiCalls = {len(calls)};",
+        f"uint16_t g_mpi_call[{len(calls)}];",
+        "",
+        "}  // namespace hangtrace::mpi",
+        "",
+        "using namespace hangtrace;",
+        "using namespace hangtrace::mpi;",
+        "",
+    ]
+    for c in calls:
+        params = ", ".join(p.text for p in c.params) or "void"
+        out.append(f"static decltype(&P{c.name}) g_real_{c.name};")
+        out.append(f'extern "C" __attribute__((visibility("default"))) int {c.name}({params}) {{')
+        out.append(f'  auto real = Real(g_real_{c.name}, "P{c.name}");')
+        if c.kind in ("iprobe",):
+            out.append(f"  return real({c.args()});")
+            out.append("}")
+            out.append("")
+            continue
+        if c.kind == "setname":
+            out.append(f"  int ret = real({c.args()});")
+            out.append(f"  if (ret == MPI_SUCCESS && g_trace) CommNamed({c.roles['comm']}, {c.roles['name']});")
+            out.append("  return ret;")
+            out.append("}")
+            out.append("")
+            continue
+        out.append(f"  if (!Tracing()) return real({c.args()});")
+        if c.kind != "test":  # polled: no record of the call itself
+            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+            out += ["  " + a for a in role_assignments(c)]
+        out.append(indent(body(c)))
+        out.append("}")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    calls = []
+    with open(sys.argv[1]) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                calls.append(Call(len(calls), line))
+            except ValueError as e:
+                sys.exit(f"{sys.argv[1]}:{n}: {e}")
+    names = [c.name for c in calls]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        sys.exit(f"{sys.argv[1]}: calls listed twice: {', '.join(sorted(dup))}")
+    with open(sys.argv[2], "w") as f:
+        f.write(generate(calls))
+
+
+if __name__ == "__main__":
+    main()

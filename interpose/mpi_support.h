@@ -1,0 +1,135 @@
+// What the generated MPI wrappers (mpi_wrappers.gen.cc, from mpi.spec) call:
+// communicator identity, sequence numbers, the table of pending requests,
+// datatype and reduction names, and finding the real PMPI_* functions.
+//
+// Communicator ids are computed locally, with no communication, and agree on
+// every member (ARCHITECTURE principle 3):
+//   MPI_COMM_WORLD  kWorldCommId
+//   MPI_COMM_SELF   H("self", world rank)
+//   derived         H(parent id, creating call, color, parent's creation
+//                     counter, members' world ranks)
+// where the counter counts the comms derived from the parent so far on this
+// rank. Every member of the parent calls the creating call, in the same order
+// (MPI requires it), so the counters agree. MPI_Comm_create_group is
+// collective over the group only: it counts per (parent, group) instead.
+#pragma once
+
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "tracer/runtime.h"
+
+namespace hangtrace::mpi {
+
+inline constexpr uint64_t kWorldCommId = 0x574f524c44000001ull;  // "WORLD"..1
+
+// False when no Open MPI library was loaded with the program (see
+// mpi_weak.h): then every wrapper only passes its call through.
+extern bool g_mpi_enabled;
+bool MpiNotLinked();  // says so once on stderr; returns false
+
+// True when this call should be recorded: the process is traced, its MPI is
+// the one hangtrace was built for, and the thread is not already inside a
+// traced call.
+inline bool Tracing() {
+  return g_trace != nullptr && t_thread.depth == 0 && (g_mpi_enabled || MpiNotLinked());
+}
+
+// A record for call `call` (index in the file's call table), other fields
+// neutral.
+inline fmt::Record NewRecord(uint16_t call) {
+  fmt::Record r{};
+  r.call = call;
+  r.comm = fmt::kNoComm;
+  r.peer = fmt::kNoPeer;
+  return r;
+}
+
+// --- datatypes, reductions, peers ------------------------------------------
+uint8_t Dtype(MPI_Datatype d);
+uint8_t Redop(MPI_Op op);
+// MPI_ANY_SOURCE -> fmt::kAnyPeer (and the record flag), MPI_PROC_NULL ->
+// fmt::kNullPeer, other negatives (MPI_ROOT) -> fmt::kNoPeer.
+void SetPeer(fmt::Record& r, int peer);
+void SetTag(fmt::Record& r, int tag);
+
+// --- communicators -----------------------------------------------------------
+// The comm's index in the file's table; registers a comm seen for the first
+// time (created by a call we do not wrap, or before tracing began).
+uint16_t CommIndex(MPI_Comm comm);
+// After a creating call returned `newcomm` (may be MPI_COMM_NULL on ranks
+// that are not members): registers it. `parent` is the comm it came from.
+// `facts_from_parent`: the new comm is not usable yet (MPI_Comm_idup), so
+// its size, rank and members are the parent's.
+void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, int key,
+                 bool collective_over_parent, bool facts_from_parent);
+// Before MPI_Comm_free: the handle may be reused by a later comm.
+void CommFreeing(MPI_Comm comm);
+void CommNamed(MPI_Comm comm, const char* name);
+
+// --- sequence numbers --------------------------------------------------------
+// Per-(comm, peer, tag) point-to-point sequence numbers, 1-based. A send
+// counts under (comm, dest, tag); a receive under (comm, source, tag), so the
+// k-th send from A to B on a tag pairs with B's k-th receive from A on it.
+uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send);
+// A receive whose source and tag are known now gets its sequence number;
+// with a wildcard it gets 0 here and one at completion (ResolveReceive).
+void SequenceReceive(fmt::Record& r);
+// Completes a receive record from its status: resolves a wildcard source or
+// tag and assigns the sequence number then.
+void ResolveReceive(fmt::Record& r, const MPI_Status* status);
+
+// --- nonblocking requests ----------------------------------------------------
+uint64_t RequestKey(MPI_Request request);
+// After a nonblocking call posted `request`: writes its BEGIN (handle =
+// request) and remembers it until a completion call retires the request.
+void Posted(fmt::Record& r, MPI_Request request);
+// A receive of a message matched earlier (MPI_Mrecv): source and tag come
+// from the status at completion.
+void MatchedReceive(fmt::Record& r);
+// Completion calls overwrite retired requests with MPI_REQUEST_NULL, so the
+// wrapper saves them first (a thread-local copy).
+MPI_Request* SaveRequests(int count, const MPI_Request* requests);
+// The caller's statuses, or a thread-local buffer when it passed
+// MPI_STATUS(ES)_IGNORE: a wildcard receive is resolved from its status.
+MPI_Status* StatusBuffer(MPI_Status* given, bool ignored, int count);
+// Writes the END of a request a traced call posted (nothing otherwise).
+void Retire(MPI_Request saved, const MPI_Status* status);
+
+// --- life cycle ----------------------------------------------------------------
+// After MPI_Init/MPI_Init_thread: rank, world, self, signal handlers.
+void Initialized(int provided_level);
+
+// Finds PMPI_<name> the first time it is needed: RTLD_NEXT, then the global
+// scope, then an MPI library loaded with RTLD_LOCAL. Aborts with a clear
+// message when MPI is not loaded at all (the program called MPI_* itself,
+// so it must have MPI).
+void* ResolveReal(const char* name);
+
+template <typename F>
+F* Real(F*& slot, const char* name) {
+  F* f = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(!f, 0)) {
+    f = reinterpret_cast<F*>(ResolveReal(name));
+    __atomic_store_n(&slot, f, __ATOMIC_RELEASE);
+  }
+  return f;
+}
+
+// The generated table (mpi_wrappers.gen.cc): one entry per mpi.spec line,
+// and each one's index in this process's call table.
+struct CallSpec {
+  const char* name;
+  fmt::Op op;
+  uint8_t flags;
+};
+extern const CallSpec kMpiCalls[];
+extern const int kNumMpiCalls;
+extern uint16_t g_mpi_call[];
+// Registers kMpiCalls into the trace file's call table (at start-up).
+void RegisterMpiCalls();
+
+}  // namespace hangtrace::mpi

@@ -1,0 +1,199 @@
+/* MPI programs for the interposer tests: an ordinary MPI program, traced
+ * only through `hangtrace run` (LD_PRELOAD). Run with mpirun.
+ *
+ *   families  every family: collectives (blocking and nonblocking),
+ *             point-to-point (blocking, nonblocking, wildcard, sendrecv,
+ *             probe), completion calls, communicator management; exits 0
+ *   hang      4 ranks: comm "split" (all ranks) does two collectives, then
+ *             rank 1 skips the third, a Bcast with root 1, and goes on to an
+ *             Allreduce on world. Rank 0 has also posted an Irecv that is
+ *             never matched. Every rank dies of SIGALRM after 3 s.
+ *   threads   MPI_THREAD_MULTIPLE: a second thread does point-to-point on its
+ *             own comm while the main thread does collectives; rank 0 forks
+ *             a child that execs /bin/true; exits 0
+ *   loop N    N 1-byte Allreduces on world, prints ns per call (the bench)
+ */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank, size;
+
+static void check(int ok, const char* what) {
+  if (!ok) {
+    fprintf(stderr, "rank %d: check failed: %s\n", rank, what);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
+__attribute__((noinline)) static void families(void) {
+  int x = rank + 1, y = 0, buf[64];
+  MPI_Request req[8];
+  MPI_Status st;
+
+  /* Blocking collectives on world. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  check(y == size * (size + 1) / 2, "allreduce");
+  MPI_Bcast(&y, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&x, &y, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Allgather(&x, 1, MPI_INT, buf, 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Gather(&x, 1, MPI_INT, buf, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Scatter(buf, 1, MPI_INT, &y, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Alltoall(buf, 1, MPI_INT, buf + 32, 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Exscan(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Reduce_scatter_block(buf, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+
+  /* Communicators: split by parity, dup, create, create_group, idup. */
+  MPI_Comm half, dup, created, grp, idup;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Comm_set_name(half, rank % 2 ? "odd" : "even");
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_set_name(dup, "dup");
+  MPI_Group world_group, first_two;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  int two[2] = {0, 1};
+  MPI_Group_incl(world_group, 2, two, &first_two);
+  MPI_Comm_create(MPI_COMM_WORLD, first_two, &created);
+  if (rank < 2) {
+    MPI_Comm_create_group(MPI_COMM_WORLD, first_two, 7, &grp);
+    MPI_Comm_set_name(grp, "grp");
+    MPI_Barrier(grp);
+    MPI_Comm_free(&grp);
+  }
+  if (created != MPI_COMM_NULL) {
+    MPI_Comm_set_name(created, "created");
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, created);
+    MPI_Comm_free(&created);
+  }
+  MPI_Comm_idup(MPI_COMM_WORLD, &idup, &req[0]);
+  MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+  MPI_Comm_set_name(idup, "idup");
+  MPI_Barrier(idup);
+
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, half);
+  MPI_Bcast(&y, 1, MPI_INT, 0, half);
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, dup);
+
+  /* Nonblocking collectives. */
+  MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+  MPI_Ibcast(buf, 4, MPI_INT, 0, dup, &req[1]);
+  MPI_Ibarrier(half, &req[2]);
+  MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
+
+  /* Point-to-point on a ring: blocking, synchronous, nonblocking. */
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  for (int i = 0; i < 3; ++i) {
+    if (rank % 2 == 0) {
+      MPI_Send(&x, 1, MPI_INT, right, 5, MPI_COMM_WORLD);
+      MPI_Recv(&y, 1, MPI_INT, left, 5, MPI_COMM_WORLD, &st);
+    } else {
+      MPI_Recv(&y, 1, MPI_INT, left, 5, MPI_COMM_WORLD, &st);
+      MPI_Send(&x, 1, MPI_INT, right, 5, MPI_COMM_WORLD);
+    }
+  }
+  MPI_Irecv(&y, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &req[0]);  /* wildcard */
+  MPI_Issend(&x, 1, MPI_INT, right, 9, dup, &req[1]);
+  MPI_Irecv(buf, 1, MPI_INT, left, 11, dup, &req[2]);
+  MPI_Isend(&x, 1, MPI_INT, right, 11, dup, &req[3]);
+  int done = 0, index;
+  while (!done) MPI_Testall(2, req + 2, &done, MPI_STATUSES_IGNORE);
+  MPI_Waitany(2, req, &index, &st);
+  MPI_Wait(&req[1 - index], MPI_STATUS_IGNORE);
+  MPI_Sendrecv(&x, 1, MPI_INT, right, 13, &y, 1, MPI_INT, left, 13, MPI_COMM_WORLD, &st);
+  check(y == left + 1, "sendrecv");
+  MPI_Sendrecv_replace(&y, 1, MPI_INT, right, 14, MPI_ANY_SOURCE, 14, MPI_COMM_WORLD, &st);
+  /* Probe, then receive what it found. */
+  MPI_Send(&x, 1, MPI_INT, right, 21, half == MPI_COMM_NULL ? MPI_COMM_WORLD : MPI_COMM_WORLD);
+  MPI_Probe(left, 21, MPI_COMM_WORLD, &st);
+  MPI_Recv(&y, 1, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  MPI_Comm_free(&half);
+  MPI_Comm_free(&dup);
+  MPI_Comm_free(&idup);
+  MPI_Group_free(&first_two);
+  MPI_Group_free(&world_group);
+}
+
+__attribute__((noinline)) static void hang(void) {
+  MPI_Comm split;
+  int x = rank, y = 0, never = 0;
+  MPI_Request pending;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &split);
+  MPI_Comm_set_name(split, "split");
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, split);
+  MPI_Barrier(split);
+  if (rank == 0) MPI_Irecv(&never, 1, MPI_INT, 2, 99, MPI_COMM_WORLD, &pending);
+  alarm(3);
+  if (rank != 1) MPI_Bcast(&y, 1, MPI_INT, 1, split); /* rank 1, the root, skips it */
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
+}
+
+static MPI_Comm thread_comm;
+static void* p2p_thread(void* arg) {
+  (void)arg;
+  int right = (rank + 1) % size, left = (rank + size - 1) % size, x = rank, y;
+  for (int i = 0; i < 20; ++i) {
+    MPI_Sendrecv(&x, 1, MPI_INT, right, 1, &y, 1, MPI_INT, left, 1, thread_comm, MPI_STATUS_IGNORE);
+  }
+  return NULL;
+}
+
+__attribute__((noinline)) static void threads(void) {
+  pthread_t th;
+  MPI_Comm_dup(MPI_COMM_WORLD, &thread_comm);
+  MPI_Comm_set_name(thread_comm, "thread");
+  pthread_create(&th, NULL, p2p_thread, NULL);
+  int x = rank, y;
+  for (int i = 0; i < 20; ++i) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  pthread_join(th, NULL);
+  if (rank == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/true", "true", (char*)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork+exec child");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm_free(&thread_comm);
+}
+
+__attribute__((noinline)) static void loop(int n) {
+  char a = 1, b;
+  for (int i = 0; i < 1000; ++i) MPI_Allreduce(&a, &b, 1, MPI_CHAR, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; ++i) MPI_Allreduce(&a, &b, 1, MPI_CHAR, MPI_MAX, MPI_COMM_WORLD);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+  if (rank == 0) printf("ns_per_allreduce %.1f\n", ns);
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "families";
+  int provided;
+  MPI_Init_thread(&argc, &argv, strcmp(mode, "threads") ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (!strcmp(mode, "families")) families();
+  else if (!strcmp(mode, "hang")) hang();
+  else if (!strcmp(mode, "threads")) {
+    check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+    threads();
+  } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 100000);
+  else check(0, "unknown mode");
+  MPI_Finalize();
+  return 0;
+}

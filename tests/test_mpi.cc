@@ -1,0 +1,281 @@
+// The MPI interposer under real OpenMPI: tests/mpi/mpi_prog.c runs under
+// `mpirun ... hangtrace run -- mpi_prog MODE`, then every rank's trace file
+// is read and checked against the others.
+#define OMPI_SKIP_MPICXX 1
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "merger/trace_reader.h"
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::ProgramResult;
+using testing::RunProgram;
+using testing::TempDir;
+
+ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const std::string& timeout = "120",
+                     double limit_s = 60) {
+  return RunProgram({"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir", dir.path(),
+                     "--job", "job", "--timeout", timeout, "--", HT_MPI_PROG, mode},
+                    {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, limit_s);
+}
+
+// Rank -> snapshot, for the files of MPI ranks (not fork children).
+std::map<int, TraceSnapshot> ReadRanks(const TempDir& dir) {
+  std::map<int, TraceSnapshot> out;
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err);
+    EXPECT_TRUE(s) << err;
+    if (!s || s->process.forked || s->process.rank_source != uint8_t(fmt::RankSource::kMpi)) continue;
+    EXPECT_EQ(out.count(s->process.rank), 0u) << "two files claim rank " << s->process.rank;
+    out[s->process.rank] = *s;
+  }
+  return out;
+}
+
+bool HasFlag(const TraceSnapshot& s, uint16_t call, uint8_t flag) {
+  const CallDesc* c = s.Call(call);
+  return c && (c->flags & flag);
+}
+
+// Every comm id is held by exactly its members, each at its own index.
+void CheckCommIdentity(const std::map<int, TraceSnapshot>& ranks, int np) {
+  struct Seen {
+    std::vector<int32_t> members;
+    std::set<int> holders;
+  };
+  std::map<uint64_t, Seen> by_id;
+  for (const auto& [rank, s] : ranks) {
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      if (!s.comm_valid[i]) continue;
+      const CommInfo& c = s.comms[i];
+      std::vector<int32_t> members = c.members;
+      if (c.entry.flags & fmt::kCommWorld) {
+        for (int r = 0; r < np; ++r) members.push_back(r);
+      }
+      ASSERT_EQ(int(members.size()), c.entry.size) << s.CommLabel(uint16_t(i));
+      ASSERT_GE(c.entry.my_index, 0);
+      ASSERT_LT(c.entry.my_index, c.entry.size);
+      EXPECT_EQ(members[size_t(c.entry.my_index)], rank) << "comm " << s.CommLabel(uint16_t(i)) << " on rank " << rank;
+      Seen& seen = by_id[c.entry.id];
+      if (seen.holders.empty()) seen.members = members;
+      EXPECT_EQ(seen.members, members) << "members of comm " << std::hex << c.entry.id << " differ";
+      EXPECT_TRUE(seen.holders.insert(rank).second) << "rank " << rank << " holds comm id twice";
+    }
+  }
+  for (const auto& [id, seen] : by_id) {
+    std::set<int> members(seen.members.begin(), seen.members.end());
+    EXPECT_EQ(seen.holders, members) << "comm " << std::hex << id << ": holders differ from its members";
+  }
+}
+
+// On every communicator, the collectives each member entered, in order,
+// with their sequence numbers and arguments, are the same list.
+void CheckCollectiveSequences(const std::map<int, TraceSnapshot>& ranks) {
+  using Entry = std::tuple<uint64_t, std::string, uint64_t, int32_t, uint8_t>;
+  std::map<uint64_t, std::map<int, std::vector<Entry>>> per_comm;
+  for (const auto& [rank, s] : ranks) {
+    for (const Event& e : s.events) {
+      if (e.rec.kind != uint8_t(fmt::EventKind::kBegin) || !HasFlag(s, e.rec.call, fmt::kCallCollective)) continue;
+      const CommInfo* c = s.Comm(e.rec.comm);
+      ASSERT_NE(c, nullptr);
+      per_comm[c->entry.id][rank].push_back({e.rec.seq, s.CallName(e.rec.call), e.rec.count, e.rec.peer, e.rec.redop});
+    }
+  }
+  ASSERT_FALSE(per_comm.empty());
+  for (const auto& [id, by_rank] : per_comm) {
+    const auto& first = by_rank.begin()->second;
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(std::get<0>(first[i]), i + 1) << "sequence numbers of a comm run 1, 2, ...";
+    for (const auto& [rank, list] : by_rank) {
+      EXPECT_EQ(list, first) << "rank " << rank << " disagrees on comm " << std::hex << id;
+    }
+  }
+}
+
+// Each send (comm, from, to, tag, seq) has its receive, and back.
+void CheckPointToPoint(const std::map<int, TraceSnapshot>& ranks, size_t* pairs) {
+  using Key = std::tuple<uint64_t, int32_t, int32_t, int32_t, uint64_t>;
+  std::multiset<Key> sends, recvs;
+  for (const auto& [rank, s] : ranks) {
+    for (const Event& e : s.events) {
+      const CallDesc* c = s.Call(e.rec.call);
+      const CommInfo* comm = s.Comm(e.rec.comm);
+      if (!c || !comm || c->op == fmt::Op::kSendrecv) continue;
+      int32_t me = comm->entry.my_index;
+      if (c->op == fmt::Op::kSend && e.rec.kind == uint8_t(fmt::EventKind::kBegin)) {
+        sends.insert({comm->entry.id, me, e.rec.peer, e.rec.tag, e.rec.seq});
+      }
+      if (c->op == fmt::Op::kRecv && e.rec.kind == uint8_t(fmt::EventKind::kEnd)) {
+        recvs.insert({comm->entry.id, e.rec.peer, me, e.rec.tag, e.rec.seq});
+      }
+    }
+  }
+  EXPECT_EQ(sends, recvs);
+  for (const Key& k : sends) EXPECT_GT(std::get<4>(k), 0u);
+  *pairs = sends.size();
+}
+
+// Every nonblocking post is ended by the completion call that retired it.
+void CheckRequestsRetired(const std::map<int, TraceSnapshot>& ranks) {
+  for (const auto& [rank, s] : ranks) {
+    std::map<uint64_t, int> open;
+    for (const Event& e : s.events) {
+      if (!HasFlag(s, e.rec.call, fmt::kCallNonblocking)) continue;
+      if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) open[e.rec.handle]++;
+      if (e.rec.kind == uint8_t(fmt::EventKind::kEnd)) open[e.rec.handle]--;
+    }
+    for (const auto& [handle, n] : open) EXPECT_EQ(n, 0) << "rank " << rank << " request " << std::hex << handle;
+  }
+}
+
+class MpiFamilies : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpiFamilies, RanksAgreeOnCommsSequencesAndPairs) {
+  const int np = GetParam();
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, np, "families");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(int(ranks.size()), np);
+  for (const auto& [rank, s] : ranks) {
+    EXPECT_EQ(s.process.world_size, np);
+    EXPECT_EQ(fmt::ProcState(s.process.state), fmt::ProcState::kExited);
+    EXPECT_EQ(s.events_rejected, 0u);
+  }
+  CheckCommIdentity(ranks, np);
+  CheckCollectiveSequences(ranks);
+  size_t pairs = 0;
+  CheckPointToPoint(ranks, &pairs);
+  EXPECT_GE(pairs, size_t(np) * 5);  // ring x3, tagged isend, probe'd send
+  CheckRequestsRetired(ranks);
+  // The labels the program set, and the calls of each family.
+  std::set<std::string> labels, calls;
+  for (const auto& [rank, s] : ranks) {
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      if (s.comm_valid[i]) labels.insert(s.CommLabel(uint16_t(i)));
+    }
+    for (const Event& e : s.events) calls.insert(s.CallName(e.rec.call));
+  }
+  for (const char* l : {"world", "self", "even", "odd", "dup", "created", "grp", "idup"}) {
+    EXPECT_TRUE(labels.count(l)) << l;
+  }
+  for (const char* c : {"MPI_Init_thread", "MPI_Barrier", "MPI_Allreduce", "MPI_Bcast", "MPI_Reduce",
+                        "MPI_Allgather", "MPI_Gather", "MPI_Scatter", "MPI_Alltoall", "MPI_Scan", "MPI_Exscan",
+                        "MPI_Reduce_scatter_block", "MPI_Comm_split", "MPI_Comm_dup", "MPI_Comm_create",
+                        "MPI_Comm_create_group", "MPI_Comm_idup", "MPI_Comm_free", "MPI_Iallreduce",
+                        "MPI_Ibcast", "MPI_Ibarrier", "MPI_Waitall", "MPI_Send", "MPI_Recv", "MPI_Irecv",
+                        "MPI_Issend", "MPI_Isend", "MPI_Waitany", "MPI_Wait", "MPI_Sendrecv",
+                        "MPI_Sendrecv_replace", "MPI_Probe", "MPI_Finalize"}) {
+    EXPECT_TRUE(calls.count(c)) << c;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpiFamilies, ::testing::Values(2, 4, 8));
+
+TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, 4, "hang", /*timeout=*/"1");
+  EXPECT_NE(r.exit_code, 0);  // the ranks die of SIGALRM
+  EXPECT_EQ(r.err.find("the hang did not happen"), std::string::npos) << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(ranks.size(), 4u);
+  uint64_t split_id = 0;
+  for (const auto& [rank, s] : ranks) {
+    const ThreadInfo* main = nullptr;
+    for (const ThreadInfo& t : s.threads) {
+      if (t.in_call) main = &t;
+    }
+    ASSERT_NE(main, nullptr) << "rank " << rank << " is in no call";
+    const fmt::Record& cur = main->current;
+    const CommInfo* comm = s.Comm(cur.comm);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_TRUE(main->watchdog_flagged) << "rank " << rank;
+    if (rank == 1) {
+      EXPECT_EQ(s.CallName(cur.call), "MPI_Allreduce");
+      EXPECT_EQ(s.CommLabel(cur.comm), "world");
+      EXPECT_EQ(cur.seq, 2u);  // world #1 was the MPI_Comm_split (collective over world)
+    } else {
+      EXPECT_EQ(s.CallName(cur.call), "MPI_Bcast") << "rank " << rank;
+      EXPECT_EQ(s.CommLabel(cur.comm), "split");
+      EXPECT_EQ(cur.seq, 3u);  // after the split's Allreduce and Barrier
+      EXPECT_EQ(cur.peer, 1);  // the root that never came
+      if (!split_id) split_id = comm->entry.id;
+      EXPECT_EQ(comm->entry.id, split_id);
+    }
+    // The watchdog's stacks show the program's own function under MPI.
+    bool named = false;
+    for (const StackInfo& st : s.stacks) {
+      for (const fmt::StackFrame& f : st.frames) named |= std::string(f.symbol) == "hang";
+    }
+    EXPECT_TRUE(named) << "rank " << rank << ": no stack names hang()";
+  }
+  // Rank 0's Irecv was never matched: BEGIN with its request, no END.
+  const TraceSnapshot& r0 = ranks.at(0);
+  int begins = 0, ends = 0;
+  uint64_t handle = 0;
+  for (const Event& e : r0.events) {
+    if (r0.CallName(e.rec.call) != "MPI_Irecv") continue;
+    if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) {
+      ++begins;
+      handle = e.rec.handle;
+      EXPECT_EQ(e.rec.peer, 2);
+      EXPECT_EQ(e.rec.tag, 99);
+      EXPECT_EQ(e.rec.seq, 1u);
+    }
+    if (e.rec.kind == uint8_t(fmt::EventKind::kEnd)) ++ends;
+  }
+  EXPECT_EQ(begins, 1);
+  EXPECT_EQ(ends, 0);
+  EXPECT_NE(handle, 0u);
+}
+
+TEST(Mpi, ThreadsForkAndExecKeepWorkingAndTraced) {
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, 4, "threads");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(ranks.size(), 4u);
+  for (const auto& [rank, s] : ranks) {
+    std::set<uint32_t> tids;
+    size_t sendrecvs = 0;
+    for (const Event& e : s.events) {
+      tids.insert(e.rec.tid);
+      if (s.CallName(e.rec.call) == "MPI_Sendrecv" && e.rec.kind == uint8_t(fmt::EventKind::kEnd)) {
+        ++sendrecvs;
+        EXPECT_EQ(s.CommLabel(e.rec.comm), "thread");
+        EXPECT_EQ(e.rec.seq, e.rec.aux) << "send and receive counts on a ring advance together";
+      }
+    }
+    EXPECT_GE(tids.size(), 2u) << "rank " << rank << ": both threads recorded";
+    EXPECT_EQ(sendrecvs, 20u);
+    EXPECT_EQ(s.process.mpi_thread_level, MPI_THREAD_MULTIPLE);
+  }
+  CheckCollectiveSequences(ranks);
+  // Rank 0's fork child exec'ed /bin/true: the child's file is marked, and
+  // /bin/true (preloaded too) wrote its own and exited 0.
+  int execed = 0, true_exited = 0;
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err);
+    ASSERT_TRUE(s) << err;
+    if (s->process.forked && fmt::ProcState(s->process.state) == fmt::ProcState::kExeced) ++execed;
+    if (std::string(s->process.exe).find("true") != std::string::npos &&
+        fmt::ProcState(s->process.state) == fmt::ProcState::kExited) {
+      ++true_exited;
+    }
+  }
+  EXPECT_EQ(execed, 1);
+  EXPECT_EQ(true_exited, 1);
+}
+
+}  // namespace
+}  // namespace hangtrace
