@@ -38,6 +38,13 @@ std::string Describe(const TraceSnapshot& s, const fmt::Record& r) {
   if (r.peer >= 0) out += (c && (c->flags & fmt::kCallRooted)) ? " root " : " peer ";
   if (r.peer >= 0) out += std::to_string(r.peer);
   if (r.peer == fmt::kAnyPeer) out += " peer ANY";
+  if (r.peer == fmt::kNullPeer) out += " peer PROC_NULL";
+  if (c && (c->flags & fmt::kCallP2p)) out += r.tag == fmt::kAnyTag ? " tag ANY" : " tag " + std::to_string(r.tag);
+  if (c && (c->flags & fmt::kCallNonblocking) && r.handle) {
+    char h[32];
+    snprintf(h, sizeof(h), " request %llx", static_cast<unsigned long long>(r.handle));
+    out += h;
+  }
   if (r.count) out += " count " + std::to_string(r.count);
   if (r.dtype) out += std::string(" ") + fmt::DtypeName(fmt::Dtype(r.dtype));
   if (r.redop) out += std::string(" ") + fmt::RedopName(fmt::Redop(r.redop));
