@@ -1,31 +1,31 @@
 #!/usr/bin/env bash
-# The demo: set up and build, then run a program under `hangtrace run` that
-# hangs inside a traced call; the watchdog notices it and captures every
-# thread's stack into the crash-durable trace file, which `hangtrace
-# inspect` then reads.
+# The demo: set up and build, then run an unmodified 4-rank MPI program under
+# `hangtrace run` that hangs the way large jobs do: rank 1, the root of a
+# broadcast on communicator "split", never calls it and goes on to an
+# allreduce on world, so ranks 0, 2 and 3 wait in the broadcast and rank 1
+# waits in the allreduce. The watchdog flags the calls and saves every
+# thread's stack into each rank's crash-durable trace file; `hangtrace
+# inspect` reads the files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 dir=$(mktemp -d /tmp/hangtrace-demo-XXXXXX)
 echo
-echo "== demo: a program hangs inside a traced call (watchdog timeout 2 s)"
-echo "   hangtrace run --dir $dir --timeout 2 -- build/tests/traced_prog hold"
-build/bin/hangtrace run --dir "$dir" --job demo --timeout 2 -- build/tests/traced_prog hold \
-  > "$dir/program.out" 2> "$dir/program.err" &
-pid=$!
-for _ in $(seq 100); do
-  grep -q "watchdog" "$dir/program.err" 2>/dev/null && break
-  sleep 0.1
-done
-echo "== the watchdog's line on the program's stderr:"
-sed 's/^/   /' "$dir/program.err"
+echo "== 1. run 4 ranks traced; rank 1 skips the broadcast it is the root of (watchdog: 1 s)"
+echo "   mpirun -np 4 hangtrace run --dir $dir --timeout 1 -- build/tests/mpi_prog hang"
+# The program kills itself with SIGALRM after 3 s, so the job ends by itself.
+mpirun -np 4 --oversubscribe build/bin/hangtrace run --dir "$dir" --job demo --timeout 1 \
+  -- build/tests/mpi_prog hang > "$dir/job.log" 2>&1 || true
 echo
-echo "== hangtrace inspect $dir  (reads the file while the process is hung)"
-build/bin/hangtrace inspect "$dir" --events 8
-kill -KILL "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
-echo "== the process was killed; its trace file stays readable:"
-build/bin/hangtrace inspect "$dir" --events 0 | grep -E "^(state|threads|  tid)"
+echo "== 2. the watchdog's lines, one per rank, from the job's stderr:"
+grep "hangtrace: watchdog" "$dir/job.log" | sed 's/^/   /' | sort
 echo
+echo "== 3. where each rank is (hangtrace inspect $dir, the 'IN' lines):"
+build/bin/hangtrace inspect "$dir" --events 0 | awk '/^process/ {rank = $7} /: IN / {sub(/^ +/, ""); print "   rank " rank ": " $0}' | sort
+echo
+echo "== 4. one rank in full: rank 1, the missing root"
+f=$(build/bin/hangtrace inspect "$dir" --events 0 | awk '/^== / {path = $2} /^process/ && $7 == "1" {print path}')
+build/bin/hangtrace inspect "$f" --events 10
 echo "Trace files kept in $dir"
