@@ -9,6 +9,8 @@ namespace {
 
 const CommandEntry kCommands[] = {
     {"run", "run a command traced: hangtrace run [--dir D] [--timeout S] -- CMD ARGS...", RunCommand},
+    {"analyze", "the diagnosis of a job: who waits in which call, for whom, and who caused it",
+     AnalyzeCommand},
     {"inspect", "show what trace files hold: process, threads, current calls, stacks, events",
      InspectCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
@@ -23,7 +25,8 @@ void Usage(FILE* out) {
   fprintf(out,
           "\nexample:\n"
           "  mpirun -np 8 hangtrace run --timeout 60 -- ./app    # trace every rank\n"
-          "  hangtrace inspect /dev/shm/hangtrace-$USER/          # look at the trace files\n");
+          "  hangtrace analyze /dev/shm/hangtrace-$USER/<job>/    # the diagnosis\n"
+          "  hangtrace inspect /dev/shm/hangtrace-$USER/<job>/    # each process on its own\n");
 }
 
 }  // namespace

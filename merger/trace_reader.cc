@@ -258,7 +258,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       }
     }
   }
-  std::sort(s.events.begin(), s.events.end(), [](const Event& a, const Event& b) {
+  if (options.sort_events) std::sort(s.events.begin(), s.events.end(), [](const Event& a, const Event& b) {
     if (a.rec.ticks != b.rec.ticks) return a.rec.ticks < b.rec.ticks;
     if (a.lane != b.lane) return a.lane < b.lane;
     return a.index < b.index;

@@ -91,7 +91,8 @@ struct TraceSnapshot {
 };
 
 struct ReadOptions {
-  bool events = true;  // false: skip the ring (fast: header, tables, stacks)
+  bool events = true;       // false: skip the ring (fast: header, tables, stacks)
+  bool sort_events = true;  // false: lane by lane, each in time order
 };
 
 // Reads bytes of a trace file (a mapping or a copy). On failure returns

@@ -1,0 +1,84 @@
+// hangtrace analyze: the diagnosis of a job from its trace files.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "cmds/commands.h"
+#include "merger/diagnose.h"
+#include "merger/report.h"
+
+namespace hangtrace {
+
+int AnalyzeCommand(int argc, char** argv) {
+  CLI::App app{
+      "Read the trace files of a job (folders of *.htrace, or files) and say which ranks sit in\n"
+      "which call on which communicator, who they wait for, and who caused it. The first lines\n"
+      "are the verdict and the culprits; classes, mismatches, cycles and merged stacks follow.\n\n"
+      "examples:\n"
+      "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/\n"
+      "  hangtrace analyze traces/ --format json > report.json\n"
+      "  hangtrace analyze traces/ --perfetto job.json --dot stacks.dot   # ui.perfetto.dev, graphviz\n"
+      "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/ --interval 5    # live: slow, or hung?\n",
+      "hangtrace analyze"};
+  std::vector<std::string> paths;
+  std::string format = "text", perfetto, dot;
+  double interval = 0;
+  int threads = 0;
+  app.add_option("path", paths, "trace files, or folders holding them")->required()->expected(-1);
+  app.add_option("--format", format, "text (default) or json (schema hangtrace.analysis/1)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--perfetto", perfetto, "also write a Perfetto/Chrome trace: one track per rank and thread");
+  app.add_option("--dot", dot, "also write the merged stack tree as Graphviz DOT (when stacks were captured)");
+  app.add_option("--interval", interval,
+                 "read the files twice, this many seconds apart: ranks whose sequence numbers moved are "
+                 "slow, not hung (for a job that is still running)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "reader threads (default: all cores)");
+  CLI11_PARSE(app, argc, argv);
+
+  LoadOptions opts;
+  opts.threads = threads;
+  Job earlier;
+  if (interval > 0) {
+    earlier = LoadJob(paths, opts);
+    if (format == "text") fprintf(stderr, "hangtrace analyze: read %zu files; reading again in %.1f s\n", earlier.files, interval);
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+  }
+  Job job = LoadJob(paths, opts);
+  if (job.files == 0) {
+    for (const std::string& w : job.warnings) fprintf(stderr, "hangtrace analyze: %s\n", w.c_str());
+    fprintf(stderr, "hangtrace analyze: no readable trace file under the given paths\n");
+    return 1;
+  }
+  Diagnosis d = Diagnose(job, interval > 0 ? &earlier : nullptr);
+  if (format == "json") {
+    printf("%s\n", JsonReport(job, d).dump(2).c_str());
+  } else {
+    fputs(TextReport(job, d).c_str(), stdout);
+  }
+  int rc = 0;
+  if (!perfetto.empty()) {
+    std::string err;
+    if (WritePerfetto(paths, perfetto, &err)) {
+      if (format == "text") printf("\nPerfetto trace: %s (open in https://ui.perfetto.dev)\n", perfetto.c_str());
+    } else {
+      fprintf(stderr, "hangtrace analyze: %s\n", err.c_str());
+      rc = 2;
+    }
+  }
+  if (!dot.empty()) {
+    if (!HasStacks(job)) {
+      fprintf(stderr, "hangtrace analyze: no stacks in these traces; %s not written\n", dot.c_str());
+    } else {
+      std::ofstream(dot) << StackTreeDot(MergeStacks(job));
+      if (format == "text") printf("stack tree: %s (dot -Tsvg %s > stacks.svg)\n", dot.c_str(), dot.c_str());
+    }
+  }
+  return rc;
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,343 @@
+// LoadJob: one pass over every trace file, in parallel, into a Job.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "merger/model.h"
+#include "merger/trace_reader.h"
+#include "tracer/procfs.h"
+
+namespace hangtrace {
+
+const char* RankStateName(RankState s) {
+  switch (s) {
+    case RankState::kInCall: return "in_call";
+    case RankState::kCompute: return "compute";
+    case RankState::kExited: return "exited";
+    case RankState::kCrashed: return "crashed";
+    case RankState::kGone: return "gone";
+    case RankState::kStopped: return "stopped";
+    case RankState::kMissing: return "missing";
+  }
+  return "unknown";
+}
+
+uint16_t Job::Intern(const std::string& name) {
+  auto it = name_index.find(name);
+  if (it != name_index.end()) return it->second;
+  uint16_t id = uint16_t(names.size());
+  names.push_back(name);
+  name_index.emplace(name, id);
+  return id;
+}
+
+bool Job::SigOf(int32_t rank, int32_t comm, uint64_t seq, CollSig* out) const {
+  for (const Odd& o : odd) {
+    if (o.rank == rank && o.comm == comm && o.seq == seq) {
+      *out = o.sig;
+      return true;
+    }
+  }
+  const RankView& v = ranks[size_t(rank)];
+  if (v.worker >= sig_tables.size()) return false;
+  const auto& table = sig_tables[v.worker];
+  if (size_t(comm) >= table.size() || seq == 0 || table[size_t(comm)].size() < seq) return false;
+  const auto& slot = table[size_t(comm)][seq - 1];
+  if (slot.first < 0) return false;
+  *out = slot.second;
+  return true;
+}
+
+int32_t Job::CommByRank(int32_t comm, int32_t comm_rank) const {
+  if (comm < 0 || comm_rank < 0) return -1;
+  const GlobalComm& c = comms[size_t(comm)];
+  if (c.world) return comm_rank;
+  return size_t(comm_rank) < c.members.size() ? c.members[size_t(comm_rank)] : -1;
+}
+
+namespace {
+
+std::string Family(const std::string& label) {
+  size_t end = label.size();
+  while (end > 0 && label[end - 1] >= '0' && label[end - 1] <= '9') --end;
+  return end == 0 ? label : label.substr(0, end);
+}
+
+// Per-worker tables, merged at the end (no lock on the per-record path).
+struct Partial {
+  std::vector<RankView> ranks;
+  std::vector<std::vector<std::pair<int32_t, CollSig>>> first_sig;
+  std::vector<Job::Odd> odd;
+  std::vector<std::string> warnings;
+  uint64_t records = 0;
+  size_t files = 0;
+};
+
+// Is the writer of this file gone? Only decidable for a file of this very
+// machine and boot; elsewhere the answer is "unknown" (false).
+bool ProcessGone(const TraceSnapshot& s) {
+  static uint8_t boot[16];
+  static bool have_boot = [] {
+    ReadBootId(boot);
+    return true;
+  }();
+  (void)have_boot;
+  static const std::string host = [] {
+    char h[64] = {};
+    gethostname(h, sizeof(h) - 1);
+    return std::string(h);
+  }();
+  uint8_t zero[16] = {};
+  if (memcmp(s.process.boot_id, zero, 16) == 0 || memcmp(s.process.boot_id, boot, 16) != 0 ||
+      host != s.process.host) {
+    return false;
+  }
+  ProcStat st;
+  return !ReadProcStat(s.process.pid, &st) || st.start_time != s.process.proc_start_time || st.state == 'Z';
+}
+
+bool ProcessStopped(const TraceSnapshot& s) {
+  ProcStat st;
+  uint8_t boot[16];
+  ReadBootId(boot);
+  if (memcmp(s.process.boot_id, boot, 16) != 0) return false;
+  return ReadProcStat(s.process.pid, &st) && st.start_time == s.process.proc_start_time && st.state == 'T';
+}
+
+class Loader {
+ public:
+  explicit Loader(Job* job) : job_(job) {}
+
+  void LoadFile(const std::string& path, Partial* out) {
+    std::string err;
+    ReadOptions opts;
+    opts.sort_events = false;
+    auto snap = ReadTraceFile(path, &err, opts);
+    if (!snap) {
+      out->warnings.push_back(err + "; skipped");
+      return;
+    }
+    const TraceSnapshot& s = *snap;
+    for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
+    const fmt::ProcessInfo& p = s.process;
+    if (p.forked || fmt::ProcState(p.state) == fmt::ProcState::kExeced) return;  // not a rank
+    if (p.rank < 0) {
+      out->warnings.push_back(path + ": no rank known (pid " + std::to_string(p.pid) + " on " + p.host +
+                              " was not started by an MPI launcher); skipped");
+      return;
+    }
+    ++out->files;
+    out->records += s.events.size();
+
+    // Map the file's calls and comms to global ones (one lock per file).
+    std::vector<uint16_t> call_map(s.calls.size());
+    std::vector<int32_t> comm_map(s.comms.size(), -1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < s.calls.size(); ++i) call_map[i] = job_->Intern(s.calls[i].name);
+      for (size_t i = 0; i < s.comms.size(); ++i) {
+        if (s.comm_valid[i]) comm_map[i] = AddComm(s, s.comms[i], p.rank);
+      }
+      job_->world_size = std::max(job_->world_size, std::max(p.world_size, p.rank + 1));
+    }
+
+    RankView v;
+    v.rank = p.rank;
+    v.host = p.host;
+    v.pid = p.pid;
+    v.path = path;
+    v.exit_code = p.exit_code;
+    v.signal = p.signal;
+    auto point = [&](const fmt::Record& r, bool in_call) {
+      CallPoint c;
+      c.valid = true;
+      c.name = r.call < call_map.size() ? call_map[r.call] : 0;
+      if (const CallDesc* d = s.Call(r.call)) {
+        c.op = d->op;
+        c.call_flags = d->flags;
+      }
+      c.comm = r.comm < comm_map.size() ? comm_map[r.comm] : -1;
+      c.seq = r.seq;
+      c.peer = r.peer;
+      c.tag = r.tag;
+      c.count = r.count;
+      c.dtype = r.dtype;
+      c.redop = r.redop;
+      c.handle = r.handle;
+      c.begin_real_ns = s.TicksToRealNs(r.ticks);
+      c.seconds = in_call ? s.SecondsInCall(r.ticks) : s.SecondsInCall(r.ticks);
+      return c;
+    };
+
+    // The call the rank is in: the earliest still-open call of its threads.
+    const ThreadInfo* in = nullptr;
+    const ThreadInfo* latest = nullptr;
+    for (const ThreadInfo& t : s.threads) {
+      if (t.tracer) continue;
+      if (t.in_call && (!in || t.current.ticks < in->current.ticks)) in = &t;
+      if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
+    }
+    if (in) {
+      v.current = point(in->current, true);
+      v.watchdog = in->watchdog_flagged;
+      if (in->has_last) v.previous = point(in->last, false);
+    } else if (latest) {
+      v.previous = point(latest->last, false);
+    }
+    // A rank killed inside a call (a launcher tearing the job down, a
+    // timeout) is still where it waited: analysis after the fact sees the
+    // job as it was. Only a rank that died outside any call is "gone".
+    switch (fmt::ProcState(p.state)) {
+      case fmt::ProcState::kExited: v.state = RankState::kExited; break;
+      case fmt::ProcState::kCrashed: v.state = RankState::kCrashed; break;
+      default:
+        if (ProcessStopped(s)) v.state = RankState::kStopped;
+        else if (in) v.state = RankState::kInCall;
+        else v.state = ProcessGone(s) ? RankState::kGone : RankState::kCompute;
+    }
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      if (comm_map[i] >= 0) v.entered.push_back({comm_map[i], s.comms[i].entry.coll_seq});
+    }
+
+    // Every collective BEGIN against the first signature seen at its
+    // (comm, seq): an array index, never a comparison between ranks.
+    std::unordered_map<uint64_t, fmt::Record> open_requests;
+    for (const Event& e : s.events) {
+      const fmt::Record& r = e.rec;
+      const CallDesc* d = s.Call(r.call);
+      if (!d) continue;
+      if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq &&
+          r.comm < comm_map.size() && comm_map[r.comm] >= 0) {
+        CollSig sig{call_map[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, r.count};
+        size_t comm = size_t(comm_map[r.comm]);
+        if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
+        auto& table = out->first_sig[comm];
+        if (r.seq > (1ull << 32)) continue;  // corrupt
+        if (table.size() < r.seq) table.resize(r.seq, {-1, CollSig{}});
+        auto& slot = table[r.seq - 1];
+        if (slot.first < 0) slot = {p.rank, sig};
+        else if (!(slot.second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
+      }
+      if (d->flags & fmt::kCallNonblocking) {
+        if (r.kind == uint8_t(fmt::EventKind::kBegin)) open_requests[r.handle] = r;
+        if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
+      }
+    }
+    for (const auto& [handle, r] : open_requests) {
+      if (v.pending.size() < 16) v.pending.push_back(point(r, true));
+    }
+    for (const StackInfo& st : s.stacks) {
+      std::vector<std::string> frames;
+      for (const fmt::StackFrame& f : st.frames) {
+        char pc[32];
+        snprintf(pc, sizeof(pc), "0x%llx", static_cast<unsigned long long>(f.pc));
+        frames.push_back(f.symbol[0] ? std::string(f.symbol) : std::string(pc));
+      }
+      v.stacks.push_back(std::move(frames));
+      v.stack_tids.push_back(st.tid);
+    }
+    out->ranks.push_back(std::move(v));
+  }
+
+ private:
+  // g: mu_ held.
+  int32_t AddComm(const TraceSnapshot& s, const CommInfo& c, int32_t rank) {
+    auto [it, inserted] = job_->comm_index.emplace(c.entry.id, int32_t(job_->comms.size()));
+    if (inserted) job_->comms.emplace_back();
+    GlobalComm& g = job_->comms[size_t(it->second)];
+    g.id = c.entry.id;
+    if (g.label.empty() || (g.label == Hex(c.entry.id) && c.entry.label[0])) {
+      g.label = c.entry.label[0] ? BoundedString(c.entry.label, sizeof(c.entry.label)) : Hex(c.entry.id);
+      g.family = Family(g.label);
+    }
+    g.kind = fmt::CommKind(c.entry.kind);
+    g.size = std::max(g.size, c.entry.size);
+    if (c.entry.flags & fmt::kCommWorld) g.world = true;
+    if (!c.members.empty() && g.members.size() < c.members.size()) g.members = c.members;
+    if (!g.world && c.members.empty() && c.entry.my_index >= 0 && c.entry.my_index < c.entry.size) {
+      if (g.members.size() < size_t(c.entry.size)) g.members.resize(size_t(c.entry.size), -1);
+      g.members[size_t(c.entry.my_index)] = rank;
+    }
+    (void)s;
+    return it->second;
+  }
+
+  static std::string Hex(uint64_t id) {
+    char b[24];
+    snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(id));
+    return b;
+  }
+
+  Job* job_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
+  Job job;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::string err;
+    std::vector<std::string> found = FindTraceFiles(p, &err);
+    if (!err.empty()) job.warnings.push_back(err);
+    else if (found.empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  int nthreads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  nthreads = std::min<int>(nthreads, int(std::max<size_t>(files.size(), 1)));
+  std::vector<Partial> parts(static_cast<size_t>(nthreads));
+  Loader loader(&job);
+  std::atomic<size_t> next{0};
+  auto work = [&](Partial* part) {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) loader.LoadFile(files[i], part);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < nthreads; ++t) pool.emplace_back(work, &parts[size_t(t)]);
+  work(&parts[0]);
+  for (auto& t : pool) t.join();
+
+  // Merge the workers' findings.
+  job.ranks.resize(size_t(job.world_size));
+  for (int32_t r = 0; r < job.world_size; ++r) job.ranks[size_t(r)].rank = r;
+  std::set<std::pair<int32_t, uint64_t>> flagged;
+  for (size_t w = 0; w < parts.size(); ++w) {
+    Partial& part = parts[w];
+    job.files += part.files;
+    job.records += part.records;
+    job.warnings.insert(job.warnings.end(), part.warnings.begin(), part.warnings.end());
+    for (RankView& v : part.ranks) {
+      RankView& slot = job.ranks[size_t(v.rank)];
+      if (slot.state != RankState::kMissing) {
+        job.warnings.push_back("rank " + std::to_string(v.rank) + " has two trace files (" + slot.path + ", " +
+                               v.path + "); using the second");
+      }
+      v.worker = uint8_t(w);
+      slot = std::move(v);
+    }
+    for (const Job::Odd& o : part.odd) flagged.insert({o.comm, o.seq});
+    job.odd.insert(job.odd.end(), part.odd.begin(), part.odd.end());
+    part.first_sig.resize(job.comms.size());
+    job.sig_tables.push_back(std::move(part.first_sig));
+  }
+  // Workers that saw different first signatures at the same (comm, seq).
+  for (size_t w = 1; w < job.sig_tables.size(); ++w) {
+    for (size_t c = 0; c < job.comms.size(); ++c) {
+      const auto& a = job.sig_tables[0][c];
+      const auto& b = job.sig_tables[w][c];
+      for (size_t q = 0; q < std::min(a.size(), b.size()); ++q) {
+        if (a[q].first >= 0 && b[q].first >= 0 && !(a[q].second == b[q].second)) flagged.insert({int32_t(c), q + 1});
+      }
+    }
+  }
+  job.flagged.assign(flagged.begin(), flagged.end());
+  return job;
+}
+
+}  // namespace hangtrace

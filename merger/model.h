@@ -1,0 +1,130 @@
+// The analyzer's view of a job: what each rank is doing, the communicators
+// rebuilt from every file, and the collective signatures seen at each
+// (comm, seq). Built by LoadJob in one pass over the trace files; the
+// records themselves are not kept, so memory is per rank, not per record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "merger/rank_set.h"
+#include "tracer/format.h"
+
+namespace hangtrace {
+
+enum class RankState : uint8_t {
+  kInCall,    // blocked (or busy) inside a traced call
+  kCompute,   // alive, not in any traced call
+  kExited,    // exited (normally or not) and recorded it
+  kCrashed,   // a fatal signal was recorded
+  kGone,      // no exit record, and the process is gone (SIGKILL, OOM)
+  kStopped,   // the process exists but is stopped (dump: state T)
+  kMissing,   // no trace file at all
+};
+const char* RankStateName(RankState s);
+
+// A call a rank is in (or was last in), resolved to global names.
+struct CallPoint {
+  bool valid = false;
+  uint16_t name = 0;       // interned call name (Job::names)
+  fmt::Op op = fmt::Op::kNone;
+  uint8_t call_flags = 0;  // fmt::CallFlags
+  int32_t comm = -1;       // global comm index (Job::comms), -1 none
+  uint64_t seq = 0;
+  int32_t peer = -1;       // as recorded: the comm's rank (root or peer)
+  int32_t tag = 0;
+  uint64_t count = 0;
+  uint8_t dtype = 0, redop = 0;
+  uint64_t handle = 0;
+  int64_t begin_real_ns = 0;
+  double seconds = 0;      // in the call so far / since it returned
+};
+
+struct RankView {
+  int32_t rank = -1;
+  std::string host;
+  int32_t pid = 0;
+  std::string path;
+  RankState state = RankState::kMissing;
+  int32_t exit_code = 0, signal = 0;
+  bool watchdog = false;
+  CallPoint current;        // the call it is in (kInCall)
+  CallPoint previous;       // the last call it returned from before that
+  std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
+  std::vector<CallPoint> pending;   // nonblocking posts never completed
+  std::vector<std::vector<std::string>> stacks;  // per thread, innermost frame first
+  std::vector<uint32_t> stack_tids;
+  uint8_t worker = 0;       // which loader's signature table holds its calls
+
+  uint64_t Entered(int32_t comm) const {
+    for (const auto& [c, n] : entered) {
+      if (c == comm) return n;
+    }
+    return 0;
+  }
+};
+
+struct GlobalComm {
+  uint64_t id = 0;
+  std::string label;        // set name, or the id in hex
+  std::string family;       // label without its trailing index: "pp1" -> "pp"
+  fmt::CommKind kind = fmt::CommKind::kUnknown;
+  int32_t size = 0;
+  std::vector<int32_t> members;  // world rank of comm rank i (-1 unknown)
+  bool world = false;
+};
+
+// What a rank passed to a collective: compared across ranks at (comm, seq).
+struct CollSig {
+  uint16_t name = 0;
+  uint8_t dtype = 0, redop = 0;
+  int32_t root = -1;
+  uint64_t count = 0;
+  bool operator==(const CollSig& o) const {
+    return name == o.name && dtype == o.dtype && redop == o.redop && root == o.root && count == o.count;
+  }
+};
+
+struct Job {
+  int32_t world_size = 0;
+  std::vector<RankView> ranks;        // index = world rank; kMissing when absent
+  std::vector<GlobalComm> comms;
+  std::unordered_map<uint64_t, int32_t> comm_index;
+  std::vector<std::string> names;     // interned call names
+  std::unordered_map<std::string, uint16_t> name_index;
+  // Per loader thread, the first signature it saw at each (comm, seq):
+  // sig_tables[worker][comm][seq - 1] = (rank, sig), rank -1 when unset.
+  // A rank's signature there is its worker's first one, unless `odd`
+  // lists it: then that one.
+  using SigTable = std::vector<std::vector<std::pair<int32_t, CollSig>>>;
+  std::vector<SigTable> sig_tables;
+  struct Odd {
+    int32_t comm;
+    uint64_t seq;
+    int32_t rank;
+    CollSig sig;
+  };
+  std::vector<Odd> odd;
+  // (comm, seq) where some rank's signature differs from another's.
+  std::vector<std::pair<int32_t, uint64_t>> flagged;
+  // The signature `rank` passed at (comm, seq), if it is known.
+  bool SigOf(int32_t rank, int32_t comm, uint64_t seq, CollSig* out) const;
+  std::vector<std::string> warnings;
+  size_t files = 0;
+  uint64_t records = 0;
+
+  uint16_t Intern(const std::string& name);
+  int32_t CommByRank(int32_t comm, int32_t comm_rank) const;  // world rank or -1
+};
+
+struct LoadOptions {
+  int threads = 0;  // 0: hardware concurrency
+};
+
+// Reads every trace file under `paths` into a Job. Damaged files become
+// warnings; files of fork children and exec'ed images are skipped.
+Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options = {});
+
+}  // namespace hangtrace

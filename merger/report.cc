@@ -1,0 +1,295 @@
+#include "merger/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "merger/trace_reader.h"
+
+namespace hangtrace {
+namespace {
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = char(toupper(c));
+  return s;
+}
+
+std::string Seconds(double s) {
+  char b[32];
+  snprintf(b, sizeof(b), "%.1f s", s);
+  return b;
+}
+
+std::string GroupWhat(const Job& job, const Group& g) {
+  switch (g.state) {
+    case RankState::kInCall: return "in " + DescribeCall(job, g.call);
+    case RankState::kCompute:
+      return "not in a traced call" + (g.call.valid ? " (last: " + DescribeCall(job, g.call) + ")" : std::string());
+    case RankState::kExited: return "exited";
+    case RankState::kCrashed: return "crashed";
+    case RankState::kGone: return "gone (no exit record)";
+    case RankState::kStopped: return "stopped";
+    case RankState::kMissing: return "no trace file";
+  }
+  return "";
+}
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+}  // namespace
+
+std::string TextReport(const Job& job, const Diagnosis& d) {
+  std::string out;
+  // The first lines: verdict, culprits, coverage.
+  out += "hangtrace: " + Upper(d.verdict) + ": " + d.summary + "\n";
+  for (size_t i = 0; i < d.culprits.size() && i < 3; ++i) {
+    const Culprit& c = d.culprits[i];
+    out += "  culprit rank " + std::to_string(c.rank) + (c.host.empty() ? "" : " (" + c.host + ", pid " + std::to_string(c.pid) + ")") +
+           ": " + c.why + "\n";
+  }
+  if (d.culprits.size() > 3) out += "  ... and " + std::to_string(d.culprits.size() - 3) + " more culprits (below)\n";
+  out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
+         (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
+
+  out += "\nclasses (biggest first):\n";
+  for (const Group& g : d.groups) {
+    char head[64];
+    snprintf(head, sizeof(head), "  %-18s %6zu  ", ((g.ranks.Count() == 1 ? "rank " : "ranks ") + g.ranks.ToString()).substr(0, 60).c_str(), g.ranks.Count());
+    out += head + GroupWhat(job, g);
+    if (g.state == RankState::kInCall) out += ", for " + Seconds(g.in_call_s);
+    if (!g.waiting_for.Empty()) out += ", waiting for " + g.waiting_for.ToString();
+    if (!g.hosts.empty()) out += "  [" + Join(g.hosts, ",") + (g.hosts.size() >= 8 ? ",..." : "") + "]";
+    out += "\n";
+  }
+  if (d.culprits.size() > 3) {
+    out += "\nculprits:\n";
+    for (const Culprit& c : d.culprits) out += "  rank " + std::to_string(c.rank) + ": " + c.why + "\n";
+  }
+  if (!d.mismatches.empty()) {
+    out += "\nmismatches (same communicator and sequence number, different arguments):\n";
+    for (const Mismatch& m : d.mismatches) {
+      out += "  #" + std::to_string(m.seq) + " on " + job.comms[size_t(m.comm)].label + ", " + m.field + ":";
+      for (const auto& [value, ranks] : m.values) out += " " + value + " by " + ranks.ToString() + ";";
+      out += " odd: " + m.odd.ToString() + "\n";
+    }
+  }
+  if (!d.cycles.empty()) {
+    out += "\ncycles of waits:\n";
+    for (const auto& c : d.cycles) out += "  " + Join(c, " -> ") + "\n";
+  }
+  if (d.compared) {
+    out += "\nprogress since the earlier snapshot: " +
+           (d.progressing.Empty() ? std::string("no rank moved") : "ranks " + d.progressing.ToString() + " moved") + "\n";
+  }
+  std::vector<std::string> pending;
+  for (const RankView& v : job.ranks) {
+    for (const CallPoint& p : v.pending) {
+      if (pending.size() < 10) pending.push_back("rank " + std::to_string(v.rank) + ": " + DescribeCall(job, p));
+    }
+  }
+  if (!pending.empty()) out += "\nnonblocking calls never completed:\n  " + Join(pending, "\n  ") + "\n";
+  if (HasStacks(job)) out += "\nstacks, merged (ranks per frame):\n" + StackTreeText(MergeStacks(job));
+  if (!job.warnings.empty()) {
+    out += "\nwarnings:\n";
+    for (size_t i = 0; i < job.warnings.size() && i < 20; ++i) out += "  " + job.warnings[i] + "\n";
+    if (job.warnings.size() > 20) out += "  ... " + std::to_string(job.warnings.size() - 20) + " more\n";
+  }
+  return out;
+}
+
+nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
+  using nlohmann::json;
+  json j;
+  j["schema"] = "hangtrace.analysis/1";
+  j["world_size"] = d.world_size;
+  j["ranks_with_trace"] = d.with_trace.ToString();
+  j["ranks_missing"] = d.missing.ToString();
+  j["verdict"] = d.verdict;
+  j["summary"] = d.summary;
+  j["culprits"] = json::array();
+  for (const Culprit& c : d.culprits) j["culprits"].push_back({{"rank", c.rank}, {"host", c.host}, {"pid", c.pid}, {"why", c.why}});
+  j["groups"] = json::array();
+  for (const Group& g : d.groups) {
+    json o = {{"ranks", g.ranks.ToString()}, {"count", g.ranks.Count()}, {"state", RankStateName(g.state)}};
+    const CallPoint& c = g.call;
+    if (c.valid) {
+      o["api"] = job.names[c.name];
+      o["op"] = g.state == RankState::kInCall ? fmt::OpName(c.op) : "compute";
+      o["comm"] = c.comm >= 0 ? job.comms[size_t(c.comm)].label : "";
+      o["seq"] = c.seq;
+    } else {
+      o["api"] = "";
+      o["op"] = g.state == RankState::kInCall ? "none" : "compute";
+      o["comm"] = "";
+      o["seq"] = 0;
+    }
+    o["in_call_s"] = g.state == RankState::kInCall ? g.in_call_s : 0.0;
+    o["waiting_for"] = g.waiting_for.ToString();
+    o["hosts"] = g.hosts;
+    j["groups"].push_back(o);
+  }
+  j["mismatches"] = json::array();
+  for (const Mismatch& m : d.mismatches) {
+    json values = json::object();
+    for (const auto& [value, ranks] : m.values) values[value] = ranks.ToString();
+    j["mismatches"].push_back({{"comm", job.comms[size_t(m.comm)].label}, {"seq", m.seq}, {"field", m.field},
+                               {"values", values}, {"odd", m.odd.ToString()}});
+  }
+  j["cycles"] = d.cycles;
+  j["progressing"] = d.progressing.ToString();
+  j["warnings"] = job.warnings;
+  return j;
+}
+
+bool HasStacks(const Job& job) {
+  for (const RankView& v : job.ranks) {
+    if (!v.stacks.empty()) return true;
+  }
+  return false;
+}
+
+StackNode MergeStacks(const Job& job) {
+  StackNode root;
+  root.frame = "all";
+  for (const RankView& v : job.ranks) {
+    for (const auto& frames : v.stacks) {
+      root.ranks.Add(v.rank);
+      StackNode* node = &root;
+      for (auto it = frames.rbegin(); it != frames.rend(); ++it) {  // outermost first
+        auto child = std::find_if(node->children.begin(), node->children.end(),
+                                  [&](const StackNode& c) { return c.frame == *it; });
+        if (child == node->children.end()) {
+          node->children.push_back(StackNode{*it, {}, {}});
+          child = node->children.end() - 1;
+        }
+        child->ranks.Add(v.rank);
+        node = &*child;
+      }
+    }
+  }
+  return root;
+}
+
+std::string StackTreeText(const StackNode& root, size_t max_lines) {
+  std::string out;
+  size_t lines = 0;
+  std::function<void(const StackNode&, const std::string&)> walk = [&](const StackNode& n, const std::string& indent) {
+    std::vector<const StackNode*> kids;
+    for (const StackNode& c : n.children) kids.push_back(&c);
+    std::stable_sort(kids.begin(), kids.end(), [](auto* a, auto* b) { return a->ranks.Count() > b->ranks.Count(); });
+    // A chain with a single child collapses into one line per frame; a
+    // fork in the tree is where ranks part ways.
+    for (const StackNode* c : kids) {
+      if (++lines > max_lines) return;
+      std::string set = c->ranks.ToString();
+      if (set.size() > 40) set = std::to_string(c->ranks.Count()) + " ranks, e.g. " + std::to_string(c->ranks.First());
+      out += indent + c->frame + "  [" + set + "]\n";
+      walk(*c, indent + (kids.size() > 1 ? "| " : "  "));
+    }
+  };
+  walk(root, "  ");
+  if (lines > max_lines) out += "  ... (tree cut at " + std::to_string(max_lines) + " lines; the DOT file has it all)\n";
+  return out;
+}
+
+std::string StackTreeDot(const StackNode& root) {
+  std::string out = "digraph stacks {\n  node [shape=box, fontname=monospace];\n";
+  int next = 0;
+  auto esc = [](std::string s) {
+    std::string o;
+    for (char c : s) {
+      if (c == '"' || c == '\\') o += '\\';
+      o += c;
+    }
+    return o;
+  };
+  std::function<int(const StackNode&)> walk = [&](const StackNode& n) {
+    int id = next++;
+    out += "  n" + std::to_string(id) + " [label=\"" + esc(n.frame) + "\\n[" + esc(n.ranks.ToString()) + "] (" +
+           std::to_string(n.ranks.Count()) + ")\"];\n";
+    for (const StackNode& c : n.children) {
+      int cid = walk(c);
+      out += "  n" + std::to_string(id) + " -> n" + std::to_string(cid) + " [label=\"" + std::to_string(c.ranks.Count()) + "\"];\n";
+    }
+    return id;
+  };
+  walk(root);
+  return out + "}\n";
+}
+
+bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out_path, std::string* error) {
+  std::ofstream out(out_path);
+  if (!out) {
+    *error = "cannot write " + out_path;
+    return false;
+  }
+  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const nlohmann::json& e) {
+    out << (first ? "" : ",\n") << e.dump();
+    first = false;
+  };
+  for (const std::string& p : paths) {
+    std::string err;
+    for (const std::string& f : FindTraceFiles(p, &err)) {
+      auto s = ReadTraceFile(f, &err);
+      if (!s || s->process.forked) continue;
+      const int pid = s->process.rank >= 0 ? s->process.rank : 100000 + s->process.pid;
+      emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
+            {"args", {{"name", "rank " + std::to_string(s->process.rank) + " (" + s->process.host + ":" + std::to_string(s->process.pid) + ")"}}}});
+      emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+      std::map<uint64_t, const fmt::Record*> open;  // (tid << 32 | depth) -> BEGIN
+      const double end_us = double(s->LastKnownMonoNs() - s->process.clock.ref_mono_ns + s->process.clock.ref_real_ns) / 1e3;
+      auto us = [&](uint64_t ticks) { return double(s->TicksToRealNs(ticks)) / 1e3; };
+      auto name_of = [&](const fmt::Record& r) {
+        std::string n = s->CallName(r.call);
+        if (r.seq) n += " #" + std::to_string(r.seq);
+        if (r.comm != fmt::kNoComm) n += " " + s->CommLabel(r.comm);
+        return n;
+      };
+      std::map<uint64_t, fmt::Record> begins;  // by tid for blocking calls; by handle for nonblocking
+      for (const Event& e : s->events) {
+        const fmt::Record& r = e.rec;
+        const CallDesc* c = s->Call(r.call);
+        bool nonblocking = c && (c->flags & fmt::kCallNonblocking);
+        uint64_t key = nonblocking ? (r.handle | (1ull << 63)) : r.tid;
+        if (r.kind == uint8_t(fmt::EventKind::kBegin)) {
+          begins[key] = r;
+        } else if (r.kind == uint8_t(fmt::EventKind::kEnd)) {
+          auto it = begins.find(key);
+          if (it == begins.end()) continue;
+          double ts = us(it->second.ticks);
+          emit({{"ph", "X"}, {"pid", pid}, {"tid", nonblocking ? 0 : r.tid}, {"ts", ts}, {"dur", std::max(0.0, us(r.ticks) - ts)},
+                {"name", name_of(r)}, {"cat", c ? fmt::OpName(c->op) : "call"},
+                {"args", {{"count", r.count}, {"peer", r.peer}, {"result", r.result}}}});
+          begins.erase(it);
+        } else if (r.kind == uint8_t(fmt::EventKind::kWatchdog)) {
+          emit({{"ph", "i"}, {"pid", pid}, {"tid", r.tid}, {"ts", us(r.ticks)}, {"s", "t"}, {"name", "watchdog: " + name_of(r)}});
+        }
+      }
+      // In flight at the end: a slice open to the last moment the file knows.
+      for (const auto& [key, r] : begins) {
+        double ts = us(r.ticks);
+        const CallDesc* c = s->Call(r.call);
+        bool nonblocking = c && (c->flags & fmt::kCallNonblocking);
+        emit({{"ph", "X"}, {"pid", pid}, {"tid", nonblocking ? 0 : r.tid}, {"ts", ts}, {"dur", std::max(0.0, end_us - ts)},
+              {"name", name_of(r) + " (in flight)"}, {"cat", "in_flight"}});
+      }
+      (void)open;
+    }
+  }
+  out << "\n]}\n";
+  if (!out) {
+    *error = "error writing " + out_path;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace hangtrace

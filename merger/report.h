@@ -1,0 +1,35 @@
+// The outputs of `hangtrace analyze`: a text report for a person (verdict
+// and culprits in the first lines), the JSON contract, the merged stack
+// tree (text and DOT), and a Perfetto/Chrome trace of every rank.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "merger/diagnose.h"
+#include "merger/model.h"
+
+namespace hangtrace {
+
+std::string TextReport(const Job& job, const Diagnosis& d);
+nlohmann::json JsonReport(const Job& job, const Diagnosis& d);
+
+// STAT-style call-prefix tree of every captured stack, outermost frame at
+// the root; each node carries the ranks whose stacks pass through it.
+struct StackNode {
+  std::string frame;
+  RankSet ranks;
+  std::vector<StackNode> children;
+};
+StackNode MergeStacks(const Job& job);
+bool HasStacks(const Job& job);
+std::string StackTreeText(const StackNode& root, size_t max_lines = 200);
+std::string StackTreeDot(const StackNode& root);
+
+// Writes a Chrome/Perfetto JSON trace: one process per rank, one track per
+// thread, calls as slices, calls still in flight open to the end. Re-reads
+// the files (the Job keeps no records). False with `error` on failure.
+bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out, std::string* error);
+
+}  // namespace hangtrace
