@@ -7,6 +7,7 @@ int RunCommand(int argc, char** argv);      // run.cc
 int InspectCommand(int argc, char** argv);  // inspect.cc
 int EnvCommand(int argc, char** argv);      // env.cc
 int AnalyzeCommand(int argc, char** argv);  // analyze.cc
+int SimulateCommand(int argc, char** argv);  // simulate.cc
 
 struct CommandEntry {
   const char* name;

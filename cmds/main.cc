@@ -11,6 +11,8 @@ const CommandEntry kCommands[] = {
     {"run", "run a command traced: hangtrace run [--dir D] [--timeout S] -- CMD ARGS...", RunCommand},
     {"analyze", "the diagnosis of a job: who waits in which call, for whom, and who caused it",
      AnalyzeCommand},
+    {"simulate", "write synthetic trace files of a TP x PP x DP job with a fault, and its truth",
+     SimulateCommand},
     {"inspect", "show what trace files hold: process, threads, current calls, stacks, events",
      InspectCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},

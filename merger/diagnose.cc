@@ -82,7 +82,11 @@ std::string DescribeCall(const Job& job, const CallPoint& c) {
   std::string out = job.names[c.name];
   if (c.seq) out += " #" + std::to_string(c.seq);
   if (c.comm >= 0) out += " on " + job.comms[size_t(c.comm)].label;
-  if (c.peer >= 0) out += (c.call_flags & fmt::kCallRooted) ? " root " + std::to_string(c.peer) : " peer " + std::to_string(c.peer);
+  if (c.peer >= 0) {
+    out += (c.call_flags & fmt::kCallRooted) ? " root " + std::to_string(c.peer) : " peer " + std::to_string(c.peer);
+    int32_t world = job.CommByRank(c.comm, c.peer);
+    if (world >= 0 && world != c.peer) out += " (rank " + std::to_string(world) + ")";
+  }
   if (c.peer == fmt::kAnyPeer) out += " peer ANY";
   if ((c.call_flags & fmt::kCallP2p) && c.tag >= 0) out += " tag " + std::to_string(c.tag);
   return out;
@@ -473,19 +477,21 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
     std::string who = (c.Count() == 1 ? "rank " : "ranks ") + c.ToString();
+    // The biggest class that waits for a culprit: the victims to name.
     const Group* victims = nullptr;
     for (const Group& g : d.groups) {
-      if (g.state == RankState::kInCall && !g.ranks.Contains(c.First())) {
-        victims = &g;
-        break;
-      }
+      if (g.state != RankState::kInCall || g.ranks.Contains(c.First())) continue;
+      bool waits = false;
+      for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
+      if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
     }
     if (d.verdict == "deadlock") {
       d.summary = who + " deadlock in point-to-point calls, each waiting for the next";
     } else if (victims) {
-      d.summary = std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; ranks " +
-                  victims->ranks.ToString() + " wait in " + DescribeCall(job, victims->call) + "; " + who + " " +
-                  d.culprits.front().why;
+      d.summary = std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
+                  (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
+                                               : "ranks " + victims->ranks.ToString() + " wait in ") +
+                  DescribeCall(job, victims->call) + "; " + who + " " + d.culprits.front().why;
     } else {
       d.summary = who + " " + d.culprits.front().why;
     }

@@ -1,0 +1,589 @@
+#include "merger/simulate.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "merger/rank_set.h"
+#include "merger/trace_writer.h"
+
+namespace hangtrace {
+
+const char* const kFaultKinds[] = {"seed-hang", "stop", "crash", "swap", "count", "dtype", "root", "p2p-deadlock",
+                                   "straggler", nullptr};
+
+bool ParseFault(const std::string& text, SimFault* out, std::string* error) {
+  *out = SimFault{};
+  size_t at = text.find('@');
+  out->kind = text.substr(0, at);
+  bool known = false;
+  for (const char* const* k = kFaultKinds; *k; ++k) known |= out->kind == *k;
+  if (!known) {
+    *error = "unknown fault '" + out->kind + "' (one of seed-hang, stop, crash, swap, count, dtype, root, p2p-deadlock, straggler)";
+    return false;
+  }
+  if (at == std::string::npos) {
+    *error = "fault '" + text + "' needs @rank=R (e.g. " + out->kind + "@rank=3,step=2)";
+    return false;
+  }
+  std::string rest = text.substr(at + 1);
+  size_t pos = 0;
+  while (pos <= rest.size()) {
+    size_t comma = rest.find(',', pos);
+    std::string kv = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      *error = "expected key=value in fault '" + text + "', got '" + kv + "'";
+      return false;
+    }
+    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    char* end = nullptr;
+    double v = strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end) {
+      *error = "'" + value + "' is not a number in fault '" + text + "'";
+      return false;
+    }
+    if (key == "rank") out->rank = int32_t(v);
+    else if (key == "step") out->step = int32_t(v);
+    else if (key == "factor") out->factor = v;
+    else {
+      *error = "unknown key '" + key + "' in fault '" + text + "' (rank, step, factor)";
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (out->rank < 0) {
+    *error = "fault '" + text + "' needs rank=R";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// The calls a simulated rank makes: index = CallInfo index in each file.
+enum SimCall : uint16_t { kInit, kAllreduce, kBcast, kSend, kRecv, kSsend, kFinalize, kNumCalls };
+const struct {
+  const char* name;
+  fmt::Op op;
+  uint8_t flags;
+} kCalls[kNumCalls] = {
+    {"MPI_Init", fmt::Op::kCommMgmt, fmt::kCallBlocking},
+    {"MPI_Allreduce", fmt::Op::kAllreduce, fmt::kCallCollective | fmt::kCallBlocking},
+    {"MPI_Bcast", fmt::Op::kBcast, fmt::kCallCollective | fmt::kCallRooted | fmt::kCallBlocking},
+    {"MPI_Send", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking},
+    {"MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking},
+    {"MPI_Ssend", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking},
+    {"MPI_Finalize", fmt::Op::kCommMgmt, fmt::kCallBlocking},
+};
+
+enum Kind : uint8_t { kWorld, kTp, kPp, kDp };
+enum Phase : uint8_t { kForward, kBackward, kOptimizer, kEndOfStep };
+const char* const kPhaseFrames[] = {"forward_step", "backward_step", "optimizer_step", "train_step"};
+
+struct Op {
+  uint16_t call;
+  Kind kind;
+  Phase phase;
+  int32_t peer;    // comm rank: root of bcast, peer of send/recv
+  int32_t tag;
+  uint64_t count;
+  fmt::Dtype dtype;
+  fmt::Redop redop;
+};
+
+struct Topo {
+  int tp, pp, dp, world;
+  int T(int r) const { return r % tp; }
+  int P(int r) const { return (r / tp) % pp; }
+  int D(int r) const { return r / (tp * pp); }
+  int Rank(int t, int p, int d) const { return t + tp * (p + pp * d); }
+  // Global comm index (0 world, then tp, pp, dp groups) of `kind` for rank r.
+  int Comm(Kind k, int r) const {
+    switch (k) {
+      case kWorld: return 0;
+      case kTp: return 1 + P(r) + pp * D(r);
+      case kPp: return 1 + pp * dp + T(r) + tp * D(r);
+      case kDp: return 1 + pp * dp + tp * dp + T(r) + tp * P(r);
+    }
+    return 0;
+  }
+  int CommRank(Kind k, int r) const { return k == kWorld ? r : k == kTp ? T(r) : k == kPp ? P(r) : D(r); }
+  int CommSize(Kind k) const { return k == kWorld ? world : k == kTp ? tp : k == kPp ? pp : dp; }
+  int WorldOf(Kind k, int r, int comm_rank) const {
+    switch (k) {
+      case kWorld: return comm_rank;
+      case kTp: return Rank(comm_rank, P(r), D(r));
+      case kPp: return Rank(T(r), comm_rank, D(r));
+      case kDp: return Rank(T(r), P(r), comm_rank);
+    }
+    return -1;
+  }
+  int NumComms() const { return 1 + pp * dp + tp * dp + tp * pp; }
+};
+
+constexpr uint64_t kHidden = 4096, kGrad = 1 << 20;
+
+std::vector<Op> StepProgram(const SimConfig& c, int stage) {
+  std::vector<Op> ops;
+  auto coll = [&](uint16_t call, Kind k, Phase ph, int32_t root, uint64_t n, fmt::Redop op) {
+    ops.push_back({call, k, ph, root, 0, n, fmt::Dtype::kFloat32, op});
+  };
+  auto p2p = [&](uint16_t call, Phase ph, int32_t peer, int32_t tag) {
+    ops.push_back({call, kPp, ph, peer, tag, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
+  };
+  for (int m = 0; m < c.micro; ++m) {
+    if (stage > 0) p2p(kRecv, kForward, stage - 1, 0);
+    for (int l = 0; l < c.layers; ++l) coll(kAllreduce, kTp, kForward, -1, kHidden, fmt::Redop::kSum);
+    if (stage < c.pp - 1) p2p(kSend, kForward, stage + 1, 0);
+  }
+  for (int m = 0; m < c.micro; ++m) {
+    if (stage < c.pp - 1) p2p(kRecv, kBackward, stage + 1, 1);
+    for (int l = 0; l < c.layers; ++l) coll(kAllreduce, kTp, kBackward, -1, kHidden, fmt::Redop::kSum);
+    if (stage > 0) p2p(kSend, kBackward, stage - 1, 1);
+  }
+  coll(kAllreduce, kDp, kOptimizer, -1, kGrad, fmt::Redop::kSum);
+  coll(kBcast, kPp, kEndOfStep, c.pp - 1, 1, fmt::Redop::kNone);  // the loss, from the last stage
+  coll(kAllreduce, kWorld, kEndOfStep, -1, 1, fmt::Redop::kMax);  // the done flag
+  return ops;
+}
+
+size_t FirstOf(const std::vector<Op>& ops, Kind k, uint16_t call) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == k && ops[i].call == call) return i;
+  }
+  return ops.size();
+}
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Sequence counters of one rank: collectives per comm kind, p2p per
+// (direction, peer, tag).
+struct Counters {
+  uint64_t coll[4] = {};
+  std::map<std::tuple<int, int, int>, uint64_t> p2p;
+  uint64_t Next(const Op& op) {
+    if (op.call == kSend || op.call == kSsend) return ++p2p[{1, op.peer, op.tag}];
+    if (op.call == kRecv) return ++p2p[{0, op.peer, op.tag}];
+    return ++coll[op.kind];
+  }
+};
+
+}  // namespace
+
+bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
+  SimConfig c = cfg_in;
+  if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro < 1 || c.layers < 1) {
+    *error = "tp, pp, dp, micro-batches and layers must be at least 1";
+    return false;
+  }
+  const Topo topo{c.tp, c.pp, c.dp, c.tp * c.pp * c.dp};
+  const size_t ops_per_step = StepProgram(c, 0).size();
+  if (c.records) {
+    // Two records (BEGIN, END) per op, plus MPI_Init.
+    c.steps = std::max<int>(1, int((c.records + 2 * ops_per_step - 1) / (2 * ops_per_step)));
+  }
+  // Faults: validate, and find the step where they strike.
+  int fault_step = c.steps;  // no fault: every step completes
+  for (SimFault& f : c.faults) {
+    if (f.rank >= topo.world) {
+      *error = f.kind + ": rank " + std::to_string(f.rank) + " is outside the job (" + std::to_string(topo.world) + " ranks)";
+      return false;
+    }
+    if (f.step < 0) f.step = c.steps - 1;
+    if (f.step >= c.steps) {
+      *error = f.kind + ": step " + std::to_string(f.step) + " is past the last step (" + std::to_string(c.steps - 1) + ")";
+      return false;
+    }
+    int stage = topo.P(f.rank);
+    if (f.kind == "seed-hang" && stage != c.pp - 1) {
+      *error = "seed-hang: rank " + std::to_string(f.rank) + " is not a last pipeline stage, so not the root of a loss broadcast (try rank " +
+               std::to_string(topo.Rank(topo.T(f.rank), c.pp - 1, topo.D(f.rank))) + ")";
+      return false;
+    }
+    if ((f.kind == "root" || f.kind == "p2p-deadlock") && c.pp < 2) {
+      *error = f.kind + " needs a pipeline (pp >= 2)";
+      return false;
+    }
+    if (f.kind == "p2p-deadlock" && stage == c.pp - 1) {
+      *error = "p2p-deadlock: rank " + std::to_string(f.rank) + " is the last stage; name a rank with a next stage";
+      return false;
+    }
+    if ((f.kind == "count" || f.kind == "dtype") && c.tp < 2) {
+      *error = f.kind + " needs tensor parallelism (tp >= 2): the mismatch is at a TP all-reduce";
+      return false;
+    }
+    if (f.kind != "straggler") fault_step = std::min(fault_step, f.step);
+  }
+
+  // Programs: one template per stage; faulty ranks get their own copy of
+  // the steps from the faulty one on.
+  std::vector<std::vector<Op>> templates;
+  for (int p = 0; p < c.pp; ++p) templates.push_back(StepProgram(c, p));
+  const int tail_steps = c.steps - fault_step;  // steps the engine runs
+  std::unordered_map<int, std::vector<Op>> own;  // rank -> its tail program
+  std::vector<int64_t> halt(size_t(topo.world), -1);
+  std::vector<bool> crashed(size_t(topo.world), false);
+  RankSet culprits;
+  auto tail_of = [&](int r) -> std::vector<Op>& {
+    auto it = own.find(r);
+    if (it == own.end()) {
+      std::vector<Op> t;
+      for (int s = 0; s < tail_steps; ++s) t.insert(t.end(), templates[size_t(topo.P(r))].begin(), templates[size_t(topo.P(r))].end());
+      it = own.emplace(r, std::move(t)).first;
+    }
+    return it->second;
+  };
+  for (const SimFault& f : c.faults) {
+    if (f.kind == "straggler") continue;
+    culprits.Add(f.rank);
+    std::vector<Op>& t = tail_of(f.rank);
+    const size_t base = size_t(f.step - fault_step) * ops_per_step;
+    std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + ops_per_step));
+    if (f.kind == "seed-hang") {
+      step.erase(step.begin() + long(FirstOf(step, kPp, kBcast)));
+    } else if (f.kind == "stop") {
+      halt[size_t(f.rank)] = int64_t(base + FirstOf(step, kTp, kAllreduce));
+    } else if (f.kind == "crash") {
+      size_t mid = 0;
+      while (mid < step.size() && step[mid].phase == kForward) ++mid;
+      halt[size_t(f.rank)] = int64_t(base + mid);
+      crashed[size_t(f.rank)] = true;
+    } else if (f.kind == "swap") {
+      std::swap(step[step.size() - 2], step[step.size() - 1]);  // the loss bcast and the done all-reduce
+    } else if (f.kind == "count") {
+      step[FirstOf(step, kTp, kAllreduce)].count = kHidden / 2;
+    } else if (f.kind == "dtype") {
+      step[FirstOf(step, kTp, kAllreduce)].dtype = fmt::Dtype::kFloat16;
+    } else if (f.kind == "root") {
+      step[FirstOf(step, kPp, kBcast)].peer = 0;
+    } else if (f.kind == "p2p-deadlock") {
+      // This stage and the next both send first, synchronously.
+      int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
+      culprits.Add(next);
+      std::vector<Op>& tn = tail_of(next);
+      tn.insert(tn.begin() + long(base), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
+      step[FirstOf(step, kPp, kSend)].call = kSsend;
+    }
+    t.erase(t.begin() + long(base), t.begin() + long(base + ops_per_step));
+    t.insert(t.begin() + long(base), step.begin(), step.end());
+  }
+  auto program = [&](int r) -> const std::vector<Op>* {
+    auto it = own.find(r);
+    return it == own.end() ? nullptr : &it->second;
+  };
+  // Op i of rank r's tail (templates repeat per step).
+  auto tail_op = [&](int r, size_t i) -> const Op& {
+    if (const auto* p = program(r)) return (*p)[i];
+    return templates[size_t(topo.P(r))][i % ops_per_step];
+  };
+  auto tail_size = [&](int r) -> size_t {
+    if (const auto* p = program(r)) return p->size();
+    return size_t(tail_steps) * ops_per_step;
+  };
+
+  // Counters at the start of the tail: every rank did `fault_step` whole steps.
+  std::vector<Counters> start(size_t(c.pp));
+  for (int p = 0; p < c.pp; ++p) {
+    for (int s = 0; s < fault_step; ++s) {
+      for (const Op& op : templates[size_t(p)]) start[size_t(p)].Next(op);
+    }
+  }
+
+  // --- the engine --------------------------------------------------------------
+  std::vector<size_t> pc(size_t(topo.world), 0);
+  std::vector<Counters> ctr(size_t(topo.world));
+  for (int r = 0; r < topo.world; ++r) ctr[size_t(r)] = start[size_t(topo.P(r))];
+  std::vector<uint64_t> cur_seq(size_t(topo.world), 0);
+  struct Arrival {
+    std::vector<int32_t> ranks;
+    Op sig;
+    bool mismatch = false;
+  };
+  std::unordered_map<uint64_t, Arrival> arrivals;
+  struct Pair {
+    int32_t sender = -1, receiver = -1;
+  };
+  std::unordered_map<uint64_t, Pair> pairs;
+  std::vector<int32_t> work;
+  for (int r = topo.world - 1; r >= 0; --r) work.push_back(r);
+  std::vector<bool> posted(size_t(topo.world), false);  // current op already posted
+  auto advance = [&](int32_t r) {
+    for (;;) {
+      size_t i = pc[size_t(r)];
+      if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) return;
+      const Op& op = tail_op(r, i);
+      if (!posted[size_t(r)]) {
+        cur_seq[size_t(r)] = ctr[size_t(r)].Next(op);
+        posted[size_t(r)] = true;
+        bool done = false;
+        if (op.call == kAllreduce || op.call == kBcast) {
+          uint64_t key = Mix(uint64_t(topo.Comm(op.kind, r)) << 40 ^ cur_seq[size_t(r)]);
+          Arrival& a = arrivals[key];
+          if (a.ranks.empty()) a.sig = op;
+          else if (a.sig.call != op.call || a.sig.count != op.count || a.sig.dtype != op.dtype || a.sig.peer != op.peer) a.mismatch = true;
+          a.ranks.push_back(r);
+          if (int(a.ranks.size()) == topo.CommSize(op.kind) && !a.mismatch) {
+            for (int32_t m : a.ranks) {
+              ++pc[size_t(m)];
+              posted[size_t(m)] = false;
+              if (m != r) work.push_back(m);
+            }
+            arrivals.erase(key);
+            done = true;
+          }
+        } else {
+          bool send = op.call != kRecv;
+          int peer = topo.WorldOf(kPp, r, op.peer);
+          int src = send ? r : peer, dst = send ? peer : r;
+          uint64_t key = Mix(Mix(uint64_t(src) << 32 | uint32_t(dst)) ^ (uint64_t(op.tag) << 48) ^ cur_seq[size_t(r)]);
+          Pair& p = pairs[key];
+          (send ? p.sender : p.receiver) = r;
+          if (p.sender >= 0 && p.receiver >= 0) {
+            int other = send ? p.receiver : p.sender;
+            ++pc[size_t(r)];
+            ++pc[size_t(other)];
+            posted[size_t(r)] = posted[size_t(other)] = false;
+            work.push_back(other);
+            pairs.erase(key);
+            done = true;
+          }
+        }
+        if (!done) return;  // blocked in op i
+      } else {
+        return;
+      }
+    }
+  };
+  while (!work.empty()) {
+    int32_t r = work.back();
+    work.pop_back();
+    advance(r);
+  }
+
+  // --- files ---------------------------------------------------------------------
+  const std::string dir = c.out + "/" + c.job;
+  mkdir(c.out.c_str(), 0700);
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + dir + ": " + strerror(errno);
+    return false;
+  }
+  constexpr int64_t kOpNs = 1000000;              // each op: 1 ms
+  const int64_t base_real = 1795000000000000000;  // 2026-11-18, for stable output
+  int64_t last_ns = 0;
+  for (int r = 0; r < topo.world; ++r) {
+    last_ns = std::max(last_ns, int64_t(fault_step * ops_per_step + pc[size_t(r)] + 1) * kOpNs);
+  }
+  const bool hung = [&] {
+    for (int r = 0; r < topo.world; ++r) {
+      if (pc[size_t(r)] < tail_size(r)) return true;
+    }
+    return false;
+  }();
+  const int64_t now_ns = last_ns + (hung ? int64_t(c.stuck_s * 1e9) : 0);
+  std::atomic<int> next{0};
+  std::atomic<uint64_t> records{0};
+  std::string first_error;
+  std::mutex err_mu;
+  auto write_rank = [&](int r) {
+    FileSpec spec;
+    fmt::ProcessInfo& p = spec.process;
+    p.pid = 10000 + r;
+    p.ppid = 9999;
+    p.rank = r;
+    p.world_size = topo.world;
+    p.rank_source = uint8_t(fmt::RankSource::kMpi);
+    p.exit_code = -1;
+    snprintf(p.host, sizeof(p.host), "node%04d", r / 8);
+    snprintf(p.job, sizeof(p.job), "%s", c.job.c_str());
+    snprintf(p.exe, sizeof(p.exe), "/opt/train/pretrain_gpt");
+    snprintf(p.cmdline, sizeof(p.cmdline), "pretrain_gpt --tp %d --pp %d --dp %d", c.tp, c.pp, c.dp);
+    p.clock.kind = uint32_t(fmt::ClockKind::kMonotonicNs);
+    p.clock.ticks_hz = 1000000000;
+    p.clock.ref_real_ns = base_real;
+    p.clock.version = 2;
+    for (const auto& call : kCalls) {
+      fmt::CallInfo ci{};
+      strncpy(ci.name, call.name, sizeof(ci.name) - 1);
+      ci.api = uint8_t(fmt::Api::kMpi);
+      ci.op = uint8_t(call.op);
+      ci.flags = call.flags;
+      spec.calls.push_back(ci);
+    }
+    // Its four communicators, in file order world, tp, pp, dp.
+    const Kind kinds[4] = {kWorld, kTp, kPp, kDp};
+    const char* prefix[4] = {"world", "tp", "pp", "dp"};
+    int index_base[4] = {0, 1, 1 + c.pp * c.dp, 1 + c.pp * c.dp + c.tp * c.dp};
+    const Counters& final_ctr = ctr[size_t(r)];
+    for (int k = 0; k < 4; ++k) {
+      FileSpec::Comm cm;
+      int g = topo.Comm(kinds[k], r);
+      std::string label = k == 0 ? "world" : std::string(prefix[k]) + std::to_string(g - index_base[k]);
+      cm.entry.id = k == 0 ? 0x574f524c44000001ull : Mix(std::hash<std::string>{}(label));
+      cm.entry.kind = uint8_t(fmt::CommKind::kMpi);
+      cm.entry.size = topo.CommSize(kinds[k]);
+      cm.entry.my_index = topo.CommRank(kinds[k], r);
+      cm.entry.color = cm.entry.key = -1;
+      cm.entry.device = -1;
+      cm.entry.coll_seq = final_ctr.coll[k];
+      strncpy(cm.entry.label, label.c_str(), sizeof(cm.entry.label) - 1);
+      if (k == 0) cm.entry.flags |= fmt::kCommWorld;
+      else
+        for (int i = 0; i < cm.entry.size; ++i) cm.members.push_back(topo.WorldOf(kinds[k], r, i));
+      spec.comms.push_back(cm);
+    }
+    FileSpec::Thread th;
+    th.tid = uint32_t(p.pid);
+    const double factor = [&] {
+      for (const SimFault& f : c.faults) {
+        if (f.kind == "straggler" && f.rank == r) return f.factor;
+      }
+      return 1.0;
+    }();
+    auto record = [&](const Op& op, uint64_t seq, int64_t t, fmt::EventKind kind) {
+      fmt::Record rec{};
+      rec.ticks = uint64_t(t);
+      rec.seq = seq;
+      rec.count = op.count;
+      rec.tid = th.tid;
+      rec.call = op.call;
+      rec.comm = uint16_t(op.kind);
+      rec.peer = (op.call == kAllreduce) ? fmt::kNoPeer : op.peer;
+      rec.tag = op.tag;
+      rec.kind = uint8_t(kind);
+      rec.dtype = uint8_t(op.dtype);
+      rec.redop = uint8_t(op.redop);
+      return rec;
+    };
+    Op init{kInit, kWorld, kEndOfStep, -1, 0, 0, fmt::Dtype::kNone, fmt::Redop::kNone};
+    fmt::Record b = record(init, 0, 0, fmt::EventKind::kBegin);
+    b.comm = fmt::kNoComm;
+    th.records.push_back(b);
+    b.kind = uint8_t(fmt::EventKind::kEnd);
+    b.ticks = kOpNs / 2;
+    th.records.push_back(b);
+    th.has_last = true;
+    th.last = b;
+    Counters cnt;
+    int64_t g = 1;  // global op index, for time
+    auto emit = [&](const Op& op, bool complete) {
+      uint64_t seq = cnt.Next(op);
+      int64_t t = int64_t(double(g * kOpNs) * factor);
+      fmt::Record rb = record(op, seq, t, fmt::EventKind::kBegin);
+      th.records.push_back(rb);
+      if (complete) {
+        fmt::Record re = record(op, seq, t + kOpNs * 8 / 10, fmt::EventKind::kEnd);
+        th.records.push_back(re);
+        th.last = re;
+      } else {
+        th.in_call = true;
+        th.current = rb;
+        th.watchdog = true;
+        th.stack = {"ompi_request_default_wait", std::string("P") + kCalls[op.call].name, kCalls[op.call].name,
+                    kPhaseFrames[op.phase], "train", "main"};
+      }
+      ++g;
+    };
+    for (int s = 0; s < fault_step; ++s) {
+      for (const Op& op : templates[size_t(topo.P(r))]) emit(op, true);
+    }
+    const size_t done = pc[size_t(r)];
+    for (size_t i = 0; i < done; ++i) emit(tail_op(r, i), true);
+    const bool finished = done >= tail_size(r);
+    p.state = uint32_t(fmt::ProcState::kRunning);
+    if (finished) {
+      p.state = uint32_t(fmt::ProcState::kExited);
+      p.exit_code = 0;
+      p.end_ticks = uint64_t(double(g * kOpNs) * factor);
+    } else if (crashed[size_t(r)]) {
+      p.state = uint32_t(fmt::ProcState::kCrashed);
+      p.signal = 6;  // SIGABRT
+      p.signal_tid = int32_t(th.tid);
+      p.end_ticks = uint64_t(g * kOpNs);
+      th.stack = {"abort", "raise", kPhaseFrames[tail_op(r, done).phase], "train", "main"};
+    } else if (halt[size_t(r)] == int64_t(done)) {
+      th.stack = {"nanosleep", kPhaseFrames[tail_op(r, done).phase], "train", "main"};  // blocked outside MPI
+    } else {
+      emit(tail_op(r, done), false);
+    }
+    p.heartbeat_mono_ns = uint64_t(now_ns);
+    p.heartbeat_real_ns = base_real + now_ns;
+    p.heartbeat_count = uint64_t(now_ns / 500000000);
+    p.watchdog_timeout_ms = 60000;
+    records += th.records.size();
+    spec.threads.push_back(std::move(th));
+    std::string err;
+    char name[128];
+    snprintf(name, sizeof(name), "/%s.%d.htrace", p.host, p.pid);
+    if (!WriteTraceFile(dir + name, spec, &err)) {
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (first_error.empty()) first_error = err;
+    }
+  };
+  int nthreads = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  auto worker = [&] {
+    for (int r; (r = next.fetch_add(1)) < topo.world;) write_rank(r);
+  };
+  for (int t = 1; t < nthreads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (!first_error.empty()) {
+    *error = first_error;
+    return false;
+  }
+
+  // --- the truth ------------------------------------------------------------------
+  std::string verdict = "no-hang";
+  std::string fault = "none";
+  for (const SimFault& f : c.faults) {
+    fault = f.kind;
+    if (f.kind == "straggler") continue;
+    verdict = f.kind == "crash" ? "crash"
+              : (f.kind == "count" || f.kind == "dtype" || f.kind == "root") ? "mismatch"
+              : f.kind == "p2p-deadlock"                                      ? "deadlock"
+                                                                              : "hang";
+    break;
+  }
+  std::map<std::pair<std::string, std::string>, RankSet> stuck;
+  for (int r = 0; r < topo.world; ++r) {
+    size_t i = pc[size_t(r)];
+    if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) continue;
+    const Op& op = tail_op(r, i);
+    const char* prefix[4] = {"world", "tp", "pp", "dp"};
+    int index_base[4] = {0, 1, 1 + c.pp * c.dp, 1 + c.pp * c.dp + c.tp * c.dp};
+    int g = topo.Comm(op.kind, r);
+    std::string label = op.kind == kWorld ? "world" : std::string(prefix[op.kind]) + std::to_string(g - index_base[op.kind]);
+    stuck[{fmt::OpName(kCalls[op.call].op), label}].Add(r);
+  }
+  nlohmann::json truth = {{"schema", "hangtrace.truth/1"}, {"fault", fault}, {"verdict", verdict}};
+  truth["culprits"] = verdict == "no-hang" ? std::vector<int32_t>{} : culprits.Ranks();
+  truth["stuck"] = nlohmann::json::array();
+  for (const auto& [key, ranks] : stuck) {
+    truth["stuck"].push_back({{"ranks", ranks.ToString()}, {"op", key.first}, {"comm", key.second}});
+  }
+  truth["topology"] = {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"world", topo.world}};
+  truth["steps"] = c.steps;
+  result->truth = truth;
+  result->files = size_t(topo.world);
+  result->records = records;
+  result->steps = c.steps;
+  return true;
+}
+
+}  // namespace hangtrace
