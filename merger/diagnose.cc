@@ -117,13 +117,16 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   }
 
   // --- classes ---------------------------------------------------------------
-  using Key = std::tuple<int, uint16_t, int32_t, uint64_t>;
+  // Point-to-point calls also by peer: two ranks receiving from different
+  // peers wait for different ranks.
+  using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t>;
   std::map<Key, size_t> class_of_key;
   std::vector<int32_t> class_of(size_t(job.world_size), -1);
   for (const RankView& v : job.ranks) {
     Key k = v.state == RankState::kInCall
-                ? Key{int(v.state), v.current.name, v.current.comm, v.current.seq}
-                : Key{int(v.state), uint16_t(0), -1, 0};
+                ? Key{int(v.state), v.current.name, v.current.comm, v.current.seq,
+                      IsCollective(v.current) ? -1 : v.current.peer}
+                : Key{int(v.state), uint16_t(0), -1, 0, -1};
     auto [it, inserted] = class_of_key.emplace(k, d.groups.size());
     if (inserted) {
       Group g;
@@ -199,10 +202,13 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   std::vector<std::vector<int>> members(static_cast<size_t>(ncomp));
   std::vector<bool> sink(size_t(ncomp), true), cyclic(size_t(ncomp), false);
   for (int v = 0; v < n; ++v) members[size_t(comp[size_t(v)])].push_back(v);
+  // An edge into ranks without a trace file does not make a component a
+  // non-sink: what those ranks did is unknown, and a cycle among the ranks
+  // we can see must still be explained (a damaged file must not hide it).
   for (int v = 0; v < n; ++v) {
     for (int w : edges[size_t(v)]) {
-      if (comp[size_t(w)] != comp[size_t(v)]) sink[size_t(comp[size_t(v)])] = false;
-      else cyclic[size_t(comp[size_t(v)])] = true;  // includes a self-loop
+      if (comp[size_t(w)] == comp[size_t(v)]) cyclic[size_t(comp[size_t(v)])] = true;  // includes a self-loop
+      else if (d.groups[size_t(w)].state != RankState::kMissing) sink[size_t(comp[size_t(v)])] = false;
     }
   }
 
@@ -288,7 +294,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     const Group* w = waiter_of(r);
     return w ? "never entered " + DescribeCall(job, w->call) : std::string("is waited for");
   };
-  bool deadlock = false, mismatch_hang = false, crash = false, stuck_complete = false;
+  bool deadlock = false, mismatch_hang = false, crash = false, stuck_complete = false, missing_blamed = false;
   for (int s = 0; s < ncomp; ++s) {
     if (!sink[size_t(s)]) continue;
     bool has_waiter = false;
@@ -312,7 +318,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
               why = never_entered(r) + "; not in any traced call" +
                     (v.previous.valid ? " since " + DescribeCall(job, v.previous) + " returned" : std::string());
           }
-          if (v.state == RankState::kMissing) crash = true;
+          if (v.state == RankState::kMissing) missing_blamed = true;
           blame(r, why);
         }
       } else if (has_waiter) {
@@ -442,7 +448,13 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   for (const RankView& v : job.ranks) any_crash |= v.state == RankState::kCrashed || v.state == RankState::kGone;
   if (in_call == 0 || all_moving) {
     d.verdict = any_crash ? "crash" : "no-hang";
-  } else if (crash || (any_crash && d.culprits.empty())) {
+  } else if (crash || (any_crash && d.culprits.empty()) ||
+             (missing_blamed && [&] {
+               for (const Culprit& c : d.culprits) {
+                 if (job.ranks[size_t(c.rank)].state != RankState::kMissing) return false;
+               }
+               return true;  // only ranks without a file explain the hang
+             }())) {
     d.verdict = "crash";
   } else if (deadlock) {
     d.verdict = "deadlock";

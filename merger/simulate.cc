@@ -193,10 +193,16 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     return false;
   }
   const Topo topo{c.tp, c.pp, c.dp, c.tp * c.pp * c.dp};
-  const size_t ops_per_step = StepProgram(c, 0).size();
+  // Programs: one template step per pipeline stage (middle stages both
+  // receive and send, so stages differ in length).
+  std::vector<std::vector<Op>> templates;
+  for (int p = 0; p < c.pp; ++p) templates.push_back(StepProgram(c, p));
+  auto step_size = [&](int r) { return templates[size_t(topo.P(r))].size(); };
   if (c.records) {
     // Two records (BEGIN, END) per op, plus MPI_Init.
-    c.steps = std::max<int>(1, int((c.records + 2 * ops_per_step - 1) / (2 * ops_per_step)));
+    size_t most = 0;
+    for (const auto& t : templates) most = std::max(most, t.size());
+    c.steps = std::max<int>(1, int((c.records + 2 * most - 1) / (2 * most)));
   }
   // Faults: validate, and find the step where they strike.
   int fault_step = c.steps;  // no fault: every step completes
@@ -231,10 +237,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     if (f.kind != "straggler") fault_step = std::min(fault_step, f.step);
   }
 
-  // Programs: one template per stage; faulty ranks get their own copy of
-  // the steps from the faulty one on.
-  std::vector<std::vector<Op>> templates;
-  for (int p = 0; p < c.pp; ++p) templates.push_back(StepProgram(c, p));
+  // Faulty ranks get their own copy of the steps from the faulty one on.
   const int tail_steps = c.steps - fault_step;  // steps the engine runs
   std::unordered_map<int, std::vector<Op>> own;  // rank -> its tail program
   std::vector<int64_t> halt(size_t(topo.world), -1);
@@ -253,8 +256,8 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     if (f.kind == "straggler") continue;
     culprits.Add(f.rank);
     std::vector<Op>& t = tail_of(f.rank);
-    const size_t base = size_t(f.step - fault_step) * ops_per_step;
-    std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + ops_per_step));
+    const size_t base = size_t(f.step - fault_step) * step_size(f.rank);
+    std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
     if (f.kind == "seed-hang") {
       step.erase(step.begin() + long(FirstOf(step, kPp, kBcast)));
     } else if (f.kind == "stop") {
@@ -277,10 +280,10 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
       int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
       culprits.Add(next);
       std::vector<Op>& tn = tail_of(next);
-      tn.insert(tn.begin() + long(base), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
+      tn.insert(tn.begin() + long(size_t(f.step - fault_step) * step_size(next)), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
       step[FirstOf(step, kPp, kSend)].call = kSsend;
     }
-    t.erase(t.begin() + long(base), t.begin() + long(base + ops_per_step));
+    t.erase(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
     t.insert(t.begin() + long(base), step.begin(), step.end());
   }
   auto program = [&](int r) -> const std::vector<Op>* {
@@ -290,11 +293,11 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   // Op i of rank r's tail (templates repeat per step).
   auto tail_op = [&](int r, size_t i) -> const Op& {
     if (const auto* p = program(r)) return (*p)[i];
-    return templates[size_t(topo.P(r))][i % ops_per_step];
+    return templates[size_t(topo.P(r))][i % step_size(r)];
   };
   auto tail_size = [&](int r) -> size_t {
     if (const auto* p = program(r)) return p->size();
-    return size_t(tail_steps) * ops_per_step;
+    return size_t(tail_steps) * step_size(r);
   };
 
   // Counters at the start of the tail: every rank did `fault_step` whole steps.
@@ -387,7 +390,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   const int64_t base_real = 1795000000000000000;  // 2026-11-18, for stable output
   int64_t last_ns = 0;
   for (int r = 0; r < topo.world; ++r) {
-    last_ns = std::max(last_ns, int64_t(fault_step * ops_per_step + pc[size_t(r)] + 1) * kOpNs);
+    last_ns = std::max(last_ns, int64_t(size_t(fault_step) * step_size(r) + pc[size_t(r)] + 1) * kOpNs);
   }
   const bool hung = [&] {
     for (int r = 0; r < topo.world; ++r) {

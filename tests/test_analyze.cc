@@ -1,0 +1,286 @@
+// The analyzer against ground truth: every fault of the trainer's catalogue,
+// simulated on several topologies, positions and steps, then diagnosed.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "merger/diagnose.h"
+#include "merger/report.h"
+#include "merger/simulate.h"
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::TempDir;
+
+struct Case {
+  std::string fault;
+  int tp, pp, dp;
+  int rank, step;
+};
+
+std::string Name(const Case& c) {
+  std::string n = c.fault + "_" + std::to_string(c.tp) + "x" + std::to_string(c.pp) + "x" + std::to_string(c.dp) +
+                  "_rank" + std::to_string(c.rank) + "_step" + std::to_string(c.step);
+  for (char& ch : n) {
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n;
+}
+
+// Ranks where each fault makes sense: first, middle and last eligible.
+std::vector<Case> Cases() {
+  std::vector<Case> out;
+  const int topos[][3] = {{2, 2, 2}, {2, 3, 2}, {4, 2, 2}, {2, 2, 8}};
+  for (const char* const* k = kFaultKinds; *k; ++k) {
+    std::string kind = *k;
+    for (const auto& t : topos) {
+      int tp = t[0], pp = t[1], dp = t[2], world = tp * pp * dp;
+      std::vector<int> eligible;
+      for (int r = 0; r < world; ++r) {
+        int stage = (r / tp) % pp;
+        if (kind == "seed-hang" && stage != pp - 1) continue;
+        if (kind == "p2p-deadlock" && stage == pp - 1) continue;
+        eligible.push_back(r);
+      }
+      std::vector<int> picks = {eligible.front(), eligible[eligible.size() / 2], eligible.back()};
+      std::sort(picks.begin(), picks.end());
+      picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+      for (int r : picks) {
+        for (int step : {0, 2}) out.push_back({kind, tp, pp, dp, r, step});
+      }
+    }
+  }
+  return out;
+}
+
+// rank -> (op, comm label) of every in-call rank.
+std::map<int32_t, std::pair<std::string, std::string>> StuckOf(const Job& job, const Diagnosis& d) {
+  std::map<int32_t, std::pair<std::string, std::string>> out;
+  for (const Group& g : d.groups) {
+    if (g.state != RankState::kInCall) continue;
+    for (int32_t r : g.ranks.Ranks()) {
+      out[r] = {fmt::OpName(g.call.op), g.call.comm >= 0 ? job.comms[size_t(g.call.comm)].label : ""};
+    }
+  }
+  return out;
+}
+
+class Golden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Golden, DiagnosisMatchesTheTruth) {
+  const Case& c = GetParam();
+  TempDir dir;
+  SimConfig cfg;
+  cfg.tp = c.tp;
+  cfg.pp = c.pp;
+  cfg.dp = c.dp;
+  cfg.steps = 3;
+  cfg.out = dir.path();
+  cfg.threads = 1;
+  SimFault f;
+  std::string err;
+  ASSERT_TRUE(ParseFault(c.fault + "@rank=" + std::to_string(c.rank) + ",step=" + std::to_string(c.step), &f, &err)) << err;
+  cfg.faults.push_back(f);
+  SimResult sim;
+  ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  const nlohmann::json& truth = sim.truth;
+
+  LoadOptions lo;
+  lo.threads = 2;  // exercise the merge of two loaders
+  Job job = LoadJob({dir.path()}, lo);
+  EXPECT_TRUE(job.warnings.empty()) << job.warnings.front();
+  Diagnosis d = Diagnose(job);
+
+  EXPECT_EQ(d.verdict, truth["verdict"].get<std::string>()) << d.summary;
+  std::set<int32_t> want(truth["culprits"].begin(), truth["culprits"].end()), got;
+  for (const Culprit& k : d.culprits) got.insert(k.rank);
+  EXPECT_EQ(got, want) << d.summary;
+  // Who is stuck where: exactly the truth's classes.
+  std::map<int32_t, std::pair<std::string, std::string>> expected;
+  for (const auto& s : truth["stuck"]) {
+    RankSet ranks;
+    ASSERT_TRUE(RankSet::Parse(s["ranks"].get<std::string>(), &ranks));
+    for (int32_t r : ranks.Ranks()) expected[r] = {s["op"].get<std::string>(), s["comm"].get<std::string>()};
+  }
+  EXPECT_EQ(StuckOf(job, d), expected);
+  // The verdict and the culprits lead the text report.
+  std::string text = TextReport(job, d);
+  EXPECT_EQ(text.rfind("hangtrace: " + std::string(d.verdict == "no-hang" ? "NO-HANG" : ""), 0) == 0 || d.verdict != "no-hang", true);
+  if (!d.culprits.empty()) {
+    std::string first_lines;
+    size_t pos = 0;
+    for (int i = 0; i < 5 && pos != std::string::npos; ++i) pos = text.find('\n', pos + 1);
+    first_lines = text.substr(0, pos);
+    EXPECT_NE(first_lines.find("culprit rank " + std::to_string(d.culprits[0].rank)), std::string::npos) << text;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, Golden, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+Job SimulateAndLoad(const TempDir& dir, const std::string& fault, int tp = 2, int pp = 2, int dp = 2) {
+  SimConfig cfg;
+  cfg.tp = tp;
+  cfg.pp = pp;
+  cfg.dp = dp;
+  cfg.out = dir.path();
+  if (!fault.empty()) {
+    SimFault f;
+    std::string err;
+    EXPECT_TRUE(ParseFault(fault, &f, &err)) << err;
+    cfg.faults.push_back(f);
+  }
+  SimResult sim;
+  std::string err;
+  EXPECT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  return LoadJob({dir.path()});
+}
+
+TEST(Analyze, JsonCarriesTheContractKeys) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "seed-hang@rank=3");
+  Diagnosis d = Diagnose(job);
+  nlohmann::json j = nlohmann::json::parse(JsonReport(job, d).dump());
+  for (const char* k : {"schema", "world_size", "ranks_with_trace", "ranks_missing", "verdict", "summary", "culprits",
+                        "groups", "mismatches", "cycles"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["schema"], "hangtrace.analysis/1");
+  EXPECT_EQ(j["world_size"], 8);
+  EXPECT_EQ(j["ranks_with_trace"], "0-7");
+  EXPECT_EQ(j["ranks_missing"], "");
+  EXPECT_EQ(j["verdict"], "hang");
+  ASSERT_EQ(j["culprits"].size(), 1u);
+  for (const char* k : {"rank", "host", "pid", "why"}) EXPECT_TRUE(j["culprits"][0].contains(k)) << k;
+  EXPECT_EQ(j["culprits"][0]["rank"], 3);
+  ASSERT_GE(j["groups"].size(), 2u);
+  for (const auto& g : j["groups"]) {
+    for (const char* k : {"ranks", "count", "state", "api", "op", "comm", "seq", "in_call_s", "waiting_for"}) {
+      EXPECT_TRUE(g.contains(k)) << k;
+    }
+  }
+  // Biggest first: the world all-reduce class of 7, then the broadcast.
+  EXPECT_EQ(j["groups"][0]["ranks"], "0,2-7");
+  EXPECT_EQ(j["groups"][0]["op"], "allreduce");
+  EXPECT_EQ(j["groups"][0]["comm"], "world");
+  EXPECT_EQ(j["groups"][0]["waiting_for"], "1");
+  EXPECT_EQ(j["groups"][1]["op"], "bcast");
+  EXPECT_EQ(j["groups"][1]["comm"], "pp1");
+  EXPECT_EQ(j["groups"][1]["waiting_for"], "3");
+}
+
+TEST(Analyze, MismatchNamesFieldValuesAndOddRank) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "count@rank=1,step=1");
+  Diagnosis d = Diagnose(job);
+  ASSERT_EQ(d.mismatches.size(), 1u);
+  const Mismatch& m = d.mismatches[0];
+  EXPECT_EQ(m.field, "count");
+  EXPECT_EQ(job.comms[size_t(m.comm)].label, "tp0");
+  EXPECT_EQ(m.odd.ToString(), "1");
+  ASSERT_EQ(m.values.size(), 2u);
+  EXPECT_EQ(m.values[0].first, "4096");
+  EXPECT_EQ(m.values[1].first, "2048");
+}
+
+TEST(Analyze, MissingRankIsNamedAndBlamed) {
+  TempDir dir;
+  SimulateAndLoad(dir, "stop@rank=5");
+  // Rank 5's node is gone: no file.
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    if (f.find(".10005.") != std::string::npos) std::remove(f.c_str());
+  }
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.missing.ToString(), "5");
+  EXPECT_EQ(d.with_trace.ToString(), "0-4,6-7");
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 5);
+  EXPECT_NE(d.culprits[0].why.find("no trace file"), std::string::npos) << d.culprits[0].why;
+  EXPECT_EQ(d.verdict, "crash");
+}
+
+TEST(Analyze, DamagedFilesAreNamedAndTheRestIsAnalyzed) {
+  TempDir dir;
+  SimulateAndLoad(dir, "seed-hang@rank=3");
+  std::vector<std::string> files = testing::ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 8u);
+  // One foreign file, one cut in its header, one cut in its ring.
+  std::ofstream(dir.path() + "/sim/notes.htrace") << "these are not the traces you are looking for\n";
+  ASSERT_EQ(truncate(files[0].c_str(), 1000), 0);   // rank 0
+  std::ifstream in(files[5], std::ios::binary | std::ios::ate);
+  ASSERT_EQ(truncate(files[5].c_str(), off_t(in.tellg()) - 100), 0);  // rank 5: last records lost
+  Job job = LoadJob({dir.path()});
+  ASSERT_GE(job.warnings.size(), 3u);
+  std::string all;
+  for (const std::string& w : job.warnings) all += w + "\n";
+  EXPECT_NE(all.find("notes.htrace: not a hangtrace trace file"), std::string::npos) << all;
+  EXPECT_NE(all.find("truncated: 1000 bytes"), std::string::npos) << all;
+  EXPECT_NE(all.find("truncated:"), std::string::npos) << all;
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.missing.ToString(), "0");  // its file is unusable
+  std::set<int32_t> culprits;
+  for (const Culprit& c : d.culprits) culprits.insert(c.rank);
+  EXPECT_TRUE(culprits.count(3)) << d.summary;  // still found from the rest
+  EXPECT_EQ(d.verdict, "hang") << d.summary;
+}
+
+TEST(Analyze, PerfettoFileParsesWithSlicesAndOpenCalls) {
+  TempDir dir;
+  SimulateAndLoad(dir, "seed-hang@rank=3");
+  std::string out = dir.path() + "/trace.json", err;
+  ASSERT_TRUE(WritePerfetto({dir.path()}, out, &err)) << err;
+  std::ifstream in(out);
+  nlohmann::json j = nlohmann::json::parse(in);
+  size_t slices = 0, open = 0, names = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") ++slices;
+    if (e["ph"] == "X" && e["name"].get<std::string>().find("(in flight)") != std::string::npos) ++open;
+    if (e["ph"] == "M" && e["name"] == "process_name") ++names;
+  }
+  EXPECT_EQ(names, 8u);       // one track group per rank
+  EXPECT_EQ(open, 8u);        // every rank is stuck in one call
+  EXPECT_GT(slices, 8u * 50);
+}
+
+TEST(Analyze, StackTreeMergesRanksAndWritesDot) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "seed-hang@rank=3");
+  ASSERT_TRUE(HasStacks(job));
+  StackNode root = MergeStacks(job);
+  EXPECT_EQ(root.ranks.ToString(), "0-7");
+  std::string text = StackTreeText(root);
+  EXPECT_NE(text.find("MPI_Bcast  [1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("MPI_Allreduce  [0,2-7]"), std::string::npos) << text;
+  std::string dot = StackTreeDot(root);
+  EXPECT_EQ(dot.rfind("digraph stacks {", 0), 0u);
+  EXPECT_NE(dot.find("MPI_Bcast\\n[1] (1)"), std::string::npos) << dot;
+}
+
+TEST(Analyze, CommandLineTextAndJson) {
+  TempDir dir;
+  SimulateAndLoad(dir, "p2p-deadlock@rank=0");
+  auto text = testing::RunProgram({HT_CLI, "analyze", dir.path()}, {});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("hangtrace: DEADLOCK: ", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find("cycles of waits:"), std::string::npos);
+  auto json = testing::RunProgram({HT_CLI, "analyze", "--format", "json", dir.path()}, {});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["verdict"], "deadlock");
+  ASSERT_EQ(j["cycles"].size(), 1u);
+  EXPECT_EQ(j["cycles"][0].size(), 2u);
+  auto none = testing::RunProgram({HT_CLI, "analyze", dir.path() + "/nothing-here"}, {});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no such file or folder"), std::string::npos) << none.err;
+}
+
+}  // namespace
+}  // namespace hangtrace
