@@ -5,12 +5,17 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "merger/diagnose.h"
 #include "merger/trace_reader.h"
 #include "tests/test_util.h"
 
@@ -236,6 +241,37 @@ TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   EXPECT_EQ(begins, 1);
   EXPECT_EQ(ends, 0);
   EXPECT_NE(handle, 0u);
+
+  // And the analyzer, on these real traces, names rank 1 and why.
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.verdict, "hang") << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("never entered MPI_Bcast #3 on split root 1"), std::string::npos) << d.culprits[0].why;
+  EXPECT_NE(d.culprits[0].why.find("now in MPI_Allreduce #2 on world"), std::string::npos) << d.culprits[0].why;
+  ASSERT_EQ(job.ranks[0].pending.size(), 1u);  // the unmatched Irecv
+  EXPECT_EQ(job.names[job.ranks[0].pending[0].name], "MPI_Irecv");
+}
+
+TEST(Mpi, AnalyzeTwiceSaysSlowNotHungForAJobThatMoves) {
+  TempDir dir;
+  // A job busy in 1-byte all-reduces for a few seconds; read it live twice.
+  pid_t pid = fork();
+  if (pid == 0) {
+    RunMpi(dir, 2, "loop", "120", 60);
+    _exit(0);
+  }
+  // Wait until both ranks have files and are inside their loop.
+  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path()).size() < 2; ++i) usleep(50000);
+  usleep(500000);
+  ProgramResult r = RunProgram({HT_CLI, "analyze", "--format", "json", "--interval", "0.3", dir.path()}, {});
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["progressing"], "0-1") << r.out;
+  EXPECT_EQ(j["verdict"], "no-hang") << r.out;
 }
 
 TEST(Mpi, ThreadsForkAndExecKeepWorkingAndTraced) {

@@ -11,7 +11,7 @@
  *   threads   MPI_THREAD_MULTIPLE: a second thread does point-to-point on its
  *             own comm while the main thread does collectives; rank 0 forks
  *             a child that execs /bin/true; exits 0
- *   loop N    N 1-byte Allreduces on world, prints ns per call (the bench)
+ *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "threads")) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     threads();
-  } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 100000);
+  } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
   else check(0, "unknown mode");
   MPI_Finalize();
   return 0;
