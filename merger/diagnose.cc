@@ -254,9 +254,12 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
         std::map<std::string, int> votes;
         for (size_t oc = 0; oc < job.comms.size(); ++oc) {
           if (int32_t(oc) == comm || job.comms[oc].family != c.family) continue;
-          const auto& table = job.sig_tables.empty() ? Job::SigTable{} : job.sig_tables[0];
-          if (oc < table.size() && table[oc].size() >= seq && table[oc][seq - 1].first >= 0) {
-            votes[f.value(table[oc][seq - 1].second)]++;
+          // Whichever loader thread read that comm's ranks holds its entry.
+          for (const Job::SigTable& table : job.sig_tables) {
+            if (oc < table.size() && table[oc].size() >= seq && table[oc][seq - 1].first >= 0) {
+              votes[f.value(table[oc][seq - 1].second)]++;
+              break;
+            }
           }
         }
         int best = -1;
@@ -478,7 +481,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   });
   if (d.verdict == "no-hang") {
     if (all_moving) {
-      d.summary = "ranks " + d.progressing.ToString() + " moved on between the two snapshots: slow, not hung";
+      d.summary = "ranks " + d.progressing.Brief() + " moved on between the two snapshots: slow, not hung";
     } else {
       d.summary = "no rank is inside a traced call";
       size_t exited = 0;
@@ -488,7 +491,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   } else if (!d.culprits.empty()) {
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
-    std::string who = (c.Count() == 1 ? "rank " : "ranks ") + c.ToString();
+    std::string who = (c.Count() == 1 ? "rank " : "ranks ") + c.Brief();
     // The biggest class that waits for a culprit: the victims to name.
     const Group* victims = nullptr;
     for (const Group& g : d.groups) {
@@ -502,14 +505,14 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     } else if (victims) {
       d.summary = std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
                   (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
-                                               : "ranks " + victims->ranks.ToString() + " wait in ") +
+                                               : "ranks " + victims->ranks.Brief() + " wait in ") +
                   DescribeCall(job, victims->call) + "; " + who + " " + d.culprits.front().why;
     } else {
       d.summary = who + " " + d.culprits.front().why;
     }
   } else if (stuck_complete) {
     const Group& g = d.groups.front();
-    d.summary = "ranks " + g.ranks.ToString() + " are all in " + DescribeCall(job, g.call) +
+    d.summary = "ranks " + g.ranks.Brief() + " are all in " + DescribeCall(job, g.call) +
                 " and it does not complete: below MPI (network, device or library), not a rank";
   } else {
     d.summary = std::to_string(in_call) + " ranks are in traced calls; no rank is waited for";

@@ -62,6 +62,15 @@ std::string RankSet::ToString() const {
   return out;
 }
 
+std::string RankSet::Brief(size_t max_chars) const {
+  std::string full = ToString();
+  if (full.size() <= max_chars) return full;
+  std::string head = full.substr(0, max_chars / 2);
+  head = head.substr(0, head.rfind(','));
+  std::string tail = full.substr(full.rfind(',') + 1);
+  return head + ",...," + tail + " (" + std::to_string(Count()) + " in all)";
+}
+
 bool RankSet::Parse(const std::string& text, RankSet* out) {
   *out = RankSet();
   size_t i = 0;

@@ -19,6 +19,9 @@ class RankSet {
   std::vector<int32_t> Ranks() const;
   // "0-4,6-7"; "" when empty.
   std::string ToString() const;
+  // The same, or for a long one "112,240,368,...,131056 (1023 in all)":
+  // the first few, the last and a count, for reports read by people.
+  std::string Brief(size_t max_chars = 48) const;
   // Parses the same syntax; false on anything else.
   static bool Parse(const std::string& text, RankSet* out);
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "merger/trace_reader.h"
 
@@ -57,16 +59,55 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
          (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
 
-  out += "\nclasses (biggest first):\n";
+  // Classes, biggest first. Classes of the same call on sibling
+  // communicators (dp0, dp1, ... at the same sequence number) share a line.
+  struct Line {
+    RankSet ranks, waiting;
+    const Group* first;
+    std::set<std::string> comms;
+    double in_call_s = 0;
+    std::vector<std::string> hosts;
+  };
+  std::vector<Line> lines;
+  std::map<std::tuple<int, uint16_t, std::string, uint64_t>, size_t> line_of;
   for (const Group& g : d.groups) {
-    char head[64];
-    snprintf(head, sizeof(head), "  %-18s %6zu  ", ((g.ranks.Count() == 1 ? "rank " : "ranks ") + g.ranks.ToString()).substr(0, 60).c_str(), g.ranks.Count());
-    out += head + GroupWhat(job, g);
-    if (g.state == RankState::kInCall) out += ", for " + Seconds(g.in_call_s);
-    if (!g.waiting_for.Empty()) out += ", waiting for " + g.waiting_for.ToString();
-    if (!g.hosts.empty()) out += "  [" + Join(g.hosts, ",") + (g.hosts.size() >= 8 ? ",..." : "") + "]";
+    std::string family = g.call.comm >= 0 ? job.comms[size_t(g.call.comm)].family : "";
+    bool p2p = g.call.call_flags & fmt::kCallP2p;
+    auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
+                               g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
+                               g.state == RankState::kInCall ? g.call.seq : 0);
+    auto [it, inserted] = line_of.emplace(key, lines.size());
+    if (inserted) lines.push_back(Line{{}, {}, &g, {}, 0, {}});
+    Line& l = lines[it->second];
+    l.ranks.Merge(g.ranks);
+    l.waiting.Merge(g.waiting_for);
+    if (g.call.comm >= 0) l.comms.insert(job.comms[size_t(g.call.comm)].label);
+    l.in_call_s = std::max(l.in_call_s, g.in_call_s);
+    for (const std::string& h : g.hosts) {
+      if (l.hosts.size() < 8 && std::find(l.hosts.begin(), l.hosts.end(), h) == l.hosts.end()) l.hosts.push_back(h);
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.ranks.Count() > b.ranks.Count(); });
+  out += "\nclasses (biggest first):\n";
+  for (size_t i = 0; i < lines.size() && i < 40; ++i) {
+    const Line& l = lines[i];
+    const Group& g = *l.first;
+    char head[96];
+    snprintf(head, sizeof(head), "  %-24s %6zu  ", ((l.ranks.Count() == 1 ? "rank " : "ranks ") + l.ranks.Brief(18)).c_str(),
+             l.ranks.Count());
+    std::string what = GroupWhat(job, g);
+    if (l.comms.size() > 1) {
+      const std::string& fam = job.comms[size_t(g.call.comm)].family;
+      what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " + std::to_string(l.comms.size()) +
+             " " + fam + " comms (" + *l.comms.begin() + ", ...)";
+    }
+    out += head + what;
+    if (g.state == RankState::kInCall) out += ", for " + Seconds(l.in_call_s);
+    if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
+    if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
     out += "\n";
   }
+  if (lines.size() > 40) out += "  ... " + std::to_string(lines.size() - 40) + " more classes (--format json lists all)\n";
   if (d.culprits.size() > 3) {
     out += "\nculprits:\n";
     for (const Culprit& c : d.culprits) out += "  rank " + std::to_string(c.rank) + ": " + c.why + "\n";
@@ -95,6 +136,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   }
   if (!pending.empty()) out += "\nnonblocking calls never completed:\n  " + Join(pending, "\n  ") + "\n";
   if (HasStacks(job)) out += "\nstacks, merged (ranks per frame):\n" + StackTreeText(MergeStacks(job));
+  out += "\nread " + std::to_string(job.files) + " trace files, " + std::to_string(job.records) + " records\n";
   if (!job.warnings.empty()) {
     out += "\nwarnings:\n";
     for (size_t i = 0; i < job.warnings.size() && i < 20; ++i) out += "  " + job.warnings[i] + "\n";

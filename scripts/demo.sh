@@ -5,7 +5,7 @@
 # allreduce on world, so ranks 0, 2 and 3 wait in the broadcast and rank 1
 # waits in the allreduce. The watchdog flags the calls and saves every
 # thread's stack into each rank's crash-durable trace file; `hangtrace
-# inspect` reads the files.
+# analyze` reads the files and names the culprit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -22,10 +22,15 @@ echo
 echo "== 2. the watchdog's lines, one per rank, from the job's stderr:"
 grep "hangtrace: watchdog" "$dir/job.log" | sed 's/^/   /' | sort
 echo
-echo "== 3. where each rank is (hangtrace inspect $dir, the 'IN' lines):"
-build/bin/hangtrace inspect "$dir" --events 0 | awk '/^process/ {rank = $7} /: IN / {sub(/^ +/, ""); print "   rank " rank ": " $0}' | sort
+echo "== 3. the diagnosis: hangtrace analyze $dir"
+build/bin/hangtrace analyze "$dir" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" \
+  | sed -e 's/^/   /'
+build/bin/hangtrace analyze "$dir" --format json > "$dir/report.json"
 echo
-echo "== 4. one rank in full: rank 1, the missing root"
+echo "== 4. one rank's own file: rank 1, the root that never broadcast (hangtrace inspect)"
 f=$(build/bin/hangtrace inspect "$dir" --events 0 | awk '/^== / {path = $2} /^process/ && $7 == "1" {print path}')
-build/bin/hangtrace inspect "$f" --events 10
-echo "Trace files kept in $dir"
+build/bin/hangtrace inspect "$f" --events 6 | sed -n '1,12p;/^events/,$p' | sed -e 's/^/   /'
+echo
+echo "JSON report:     $dir/report.json"
+echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"
+echo "stack tree:      $dir/stacks.dot   (dot -Tsvg $dir/stacks.dot > stacks.svg)"
