@@ -237,7 +237,11 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       const auto* lane = reinterpret_cast<const fmt::Record*>(ring) + uint64_t(i) * lane_slots;
       uint64_t first = t.head > lane_slots ? t.head - lane_slots : 0;
       s.events_lost += first;
-      for (uint64_t idx = first; idx <= t.head; ++idx) {
+      // Count, never compare with the head: a damaged head of UINT64_MAX
+      // would make `idx <= head` true forever (found by the fuzzer).
+      const uint64_t span = t.head - first + 1;
+      for (uint64_t k = 0; k < span; ++k) {
+        const uint64_t idx = first + k;
         const fmt::Record* r = &lane[idx & (lane_slots - 1)];
         const uint32_t want = LaneTicket(idx);
         uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
