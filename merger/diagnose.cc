@@ -316,7 +316,11 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
             case RankState::kCrashed: why = "crashed with " + SignalName(v.signal) + "; " + never_entered(r); crash = true; break;
             case RankState::kGone: why = "died without an exit record (killed?); " + never_entered(r); crash = true; break;
             case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + never_entered(r); break;
-            case RankState::kStopped: why = "is stopped (SIGSTOP); " + never_entered(r); break;
+            case RankState::kStopped:
+              why = "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +
+                    " s while the others' kept beating (SIGSTOP, or wedged)" +
+                    (v.current.valid ? " inside " + DescribeCall(job, v.current) : std::string()) + "; " + never_entered(r);
+              break;
             default:
               why = never_entered(r) + "; not in any traced call" +
                     (v.previous.valid ? " since " + DescribeCall(job, v.previous) + " returned" : std::string());
@@ -337,6 +341,17 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
               }() + " to " + DescribeCall(job, k.call) + " where the other members pass " + m.values[0].first);
             }
             explained = mismatch_hang = true;
+          }
+        }
+        // A member that entered and then stopped (SIGSTOP inside the call).
+        if (!explained && k.call.comm >= 0) {
+          for (int32_t i = 0; i < int32_t(job.comms[size_t(k.call.comm)].members.size()) || (job.comms[size_t(k.call.comm)].world && i < job.world_size); ++i) {
+            int32_t r = job.comms[size_t(k.call.comm)].world ? i : job.comms[size_t(k.call.comm)].members[size_t(i)];
+            if (r < 0 || r >= job.world_size || job.ranks[size_t(r)].state != RankState::kStopped) continue;
+            const RankView& v = job.ranks[size_t(r)];
+            blame(r, "is stopped inside " + DescribeCall(job, v.current) + ": its runtime has been silent for " +
+                         std::to_string(int(v.silent_s)) + " s while the others' kept beating (SIGSTOP, or wedged)");
+            explained = true;
           }
         }
         if (!explained) stuck_complete = true;

@@ -154,6 +154,7 @@ class Loader {
     v.path = path;
     v.exit_code = p.exit_code;
     v.signal = p.signal;
+    v.heartbeat_real_ns = p.heartbeat_real_ns;
     auto point = [&](const fmt::Record& r, bool in_call) {
       CallPoint c;
       c.valid = true;
@@ -326,6 +327,20 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     part.first_sig.resize(job.comms.size());
     job.sig_tables.push_back(std::move(part.first_sig));
   }
+  // Heartbeats: a process whose runtime went silent while the others' kept
+  // beating is stopped (SIGSTOP) or wedged below the tracer. Compared with
+  // the job's newest heartbeat, not this machine's clock, so it also holds
+  // for files copied from other nodes, and after the job was killed.
+  int64_t newest = 0;
+  for (const RankView& v : job.ranks) newest = std::max(newest, v.heartbeat_real_ns);
+  for (RankView& v : job.ranks) {
+    if (v.state == RankState::kMissing || !v.heartbeat_real_ns) continue;
+    v.silent_s = double(newest - v.heartbeat_real_ns) / 1e9;
+    if (v.silent_s > kSilentSeconds && (v.state == RankState::kInCall || v.state == RankState::kCompute)) {
+      v.state = RankState::kStopped;
+    }
+  }
+
   // Workers that saw different first signatures at the same (comm, seq).
   for (size_t w = 1; w < job.sig_tables.size(); ++w) {
     for (size_t c = 0; c < job.comms.size(); ++c) {

@@ -50,6 +50,8 @@ struct RankView {
   RankState state = RankState::kMissing;
   int32_t exit_code = 0, signal = 0;
   bool watchdog = false;
+  int64_t heartbeat_real_ns = 0;  // the runtime's last sign of life
+  double silent_s = 0;            // heartbeat age against the job's newest one
   CallPoint current;        // the call it is in (kInCall)
   CallPoint previous;       // the last call it returned from before that
   std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
@@ -118,6 +120,9 @@ struct Job {
   uint16_t Intern(const std::string& name);
   int32_t CommByRank(int32_t comm, int32_t comm_rank) const;  // world rank or -1
 };
+
+// A runtime beats twice a second; this much silence means stopped/wedged.
+inline constexpr double kSilentSeconds = 5.0;
 
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency

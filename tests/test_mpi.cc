@@ -254,6 +254,34 @@ TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   EXPECT_EQ(job.names[job.ranks[0].pending[0].name], "MPI_Irecv");
 }
 
+TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
+  TempDir dir;
+  pid_t pid = fork();
+  if (pid == 0) {
+    RunMpi(dir, 4, "sigstop", "120", 40);
+    _exit(0);
+  }
+  // Rank 2's runtime stops beating; the others' go on. Wait past 5 s of it.
+  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path()).size() < 4; ++i) usleep(50000);
+  sleep(7);
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  // Clean up first: a stopped process never dies by itself.
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kStopped) kill(v.pid, SIGKILL);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(job.ranks.size(), 4u);
+  EXPECT_EQ(job.ranks[2].state, RankState::kStopped);
+  EXPECT_GT(job.ranks[2].silent_s, 5.0);
+  EXPECT_EQ(d.verdict, "hang") << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 2);
+  EXPECT_NE(d.culprits[0].why.find("is stopped"), std::string::npos) << d.culprits[0].why;
+  EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
+}
+
 TEST(Mpi, AnalyzeTwiceSaysSlowNotHungForAJobThatMoves) {
   TempDir dir;
   // A job busy in 1-byte all-reduces for a few seconds; read it live twice.

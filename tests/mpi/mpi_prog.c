@@ -11,10 +11,14 @@
  *   threads   MPI_THREAD_MULTIPLE: a second thread does point-to-point on its
  *             own comm while the main thread does collectives; rank 0 forks
  *             a child that execs /bin/true; exits 0
+ *   sigstop   rank 2 stops itself (SIGSTOP) before an Allreduce the others
+ *             enter; the others die of SIGALRM after 15 s (the stopped rank
+ *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
  */
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +141,14 @@ __attribute__((noinline)) static void hang(void) {
   fprintf(stderr, "rank %d: the hang did not happen\n", rank);
 }
 
+__attribute__((noinline)) static void sigstop(void) {
+  int x = rank, y;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 2) raise(SIGSTOP);
+  else alarm(15);
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
 static MPI_Comm thread_comm;
 static void* p2p_thread(void* arg) {
   (void)arg;
@@ -189,6 +201,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (!strcmp(mode, "families")) families();
   else if (!strcmp(mode, "hang")) hang();
+  else if (!strcmp(mode, "sigstop")) sigstop();
   else if (!strcmp(mode, "threads")) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     threads();
