@@ -91,28 +91,22 @@ class Call:
         return ", ".join(substitute.get(p.role, p.name) for p in self.params)
 
 
+# What each role puts into the record, in this order ({} is the parameter).
+ROLE_CODE = [
+    ("comm", "r.comm = CommIndex({});"),
+    ("freecomm", "r.comm = CommIndex(*{});"),
+    ("count", "r.count = uint64_t(int64_t({}));"),
+    ("nreq", "r.count = uint64_t(int64_t({}));"),
+    ("dtype", "r.dtype = Dtype({});"),
+    ("redop", "r.redop = Redop({});"),
+    ("root", "SetPeer(r, {});"),
+    ("peer", "SetPeer(r, {});"),
+    ("tag", "SetTag(r, {});"),
+]
+
+
 def role_assignments(c):
-    r = c.roles
-    out = []
-    if "comm" in r:
-        out.append(f"r.comm = CommIndex({r['comm']});")
-    if "freecomm" in r:
-        out.append(f"r.comm = CommIndex(*{r['freecomm']});")
-    if "count" in r:
-        out.append(f"r.count = uint64_t(int64_t({r['count']}));")
-    if "nreq" in r:
-        out.append(f"r.count = uint64_t(int64_t({r['nreq']}));")
-    if "dtype" in r:
-        out.append(f"r.dtype = Dtype({r['dtype']});")
-    if "redop" in r:
-        out.append(f"r.redop = Redop({r['redop']});")
-    if "root" in r:
-        out.append(f"SetPeer(r, {r['root']});")
-    if "peer" in r:
-        out.append(f"SetPeer(r, {r['peer']});")
-    if "tag" in r:
-        out.append(f"SetTag(r, {r['tag']});")
-    return out
+    return [code.format(c.roles[role]) for role, code in ROLE_CODE if role in c.roles]
 
 
 BLOCKING = """bool rec = CallBegin(r);

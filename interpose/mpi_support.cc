@@ -67,6 +67,9 @@ decltype(&PMPI_Finalized) g_MPI_Finalized;
 
 // --- datatypes and reductions --------------------------------------------------
 
+uint8_t DtypeSlow(MPI_Datatype d);
+uint8_t RedopSlow(MPI_Op op);
+
 // A small direct-mapped cache from handle to neutral enum, filled from the
 // lists below on a miss; one 64-bit word per entry (key << 8 | value), so a
 // lookup is one load and no lock.
@@ -78,6 +81,16 @@ struct EnumCache {
   }
   void Store(uint64_t key, uint8_t value) {
     __atomic_store_n(&slots[Mix(key) & 255], ((key & 0x00ffffffffffffffull) << 8) | value, __ATOMIC_RELAXED);
+  }
+  // The cached value of `handle`, computed by `slow` on a miss.
+  template <typename H>
+  uint8_t Get(H handle, uint8_t (*slow)(H)) {
+    uint64_t key = HandleKey(handle);
+    int v = Lookup(key);
+    if (v >= 0) return uint8_t(v);
+    uint8_t computed = slow(handle);
+    Store(key, computed);
+    return computed;
   }
 };
 EnumCache g_dtype_cache, g_redop_cache;
@@ -338,23 +351,9 @@ void* ResolveReal(const char* name) {
   return f;
 }
 
-uint8_t Dtype(MPI_Datatype d) {
-  uint64_t key = HandleKey(d);
-  int v = g_dtype_cache.Lookup(key);
-  if (v >= 0) return uint8_t(v);
-  uint8_t slow = DtypeSlow(d);
-  g_dtype_cache.Store(key, slow);
-  return slow;
-}
+uint8_t Dtype(MPI_Datatype d) { return g_dtype_cache.Get(d, DtypeSlow); }
 
-uint8_t Redop(MPI_Op op) {
-  uint64_t key = HandleKey(op);
-  int v = g_redop_cache.Lookup(key);
-  if (v >= 0) return uint8_t(v);
-  uint8_t slow = RedopSlow(op);
-  g_redop_cache.Store(key, slow);
-  return slow;
-}
+uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow); }
 
 void SetPeer(fmt::Record& r, int peer) {
   if (peer >= 0) {

@@ -25,12 +25,7 @@ class WaitGraph {
   // Members of `comm` that have not entered collective `seq` on it.
   RankSet Behind(int32_t comm, uint64_t seq) const {
     RankSet out;
-    if (comm < 0) return out;
-    const GlobalComm& c = job_.comms[size_t(comm)];
-    int32_t n = c.world ? job_.world_size : int32_t(c.members.size());
-    for (int32_t i = 0; i < n; ++i) {
-      int32_t r = c.world ? i : c.members[size_t(i)];
-      if (r < 0 || r >= job_.world_size) continue;
+    for (int32_t r : job_.Members(comm)) {
       const RankView& v = job_.ranks[size_t(r)];
       if (v.state == RankState::kMissing || v.Entered(comm) < seq) out.Add(r);
     }
@@ -216,13 +211,9 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   for (const auto& [comm, seq] : job.flagged) {
     const GlobalComm& c = job.comms[size_t(comm)];
     std::vector<std::pair<int32_t, CollSig>> sigs;
-    int32_t size = c.world ? job.world_size : int32_t(c.members.size());
-    for (int32_t i = 0; i < size; ++i) {
-      int32_t r = c.world ? i : c.members[size_t(i)];
+    for (int32_t r : job.Members(comm)) {
       CollSig sig;
-      if (r >= 0 && r < job.world_size && job.ranks[size_t(r)].Entered(comm) >= seq && job.SigOf(r, comm, seq, &sig)) {
-        sigs.push_back({r, sig});
-      }
+      if (job.ranks[size_t(r)].Entered(comm) >= seq && job.SigOf(r, comm, seq, &sig)) sigs.push_back({r, sig});
     }
     struct Field {
       const char* name;
@@ -344,10 +335,9 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
           }
         }
         // A member that entered and then stopped (SIGSTOP inside the call).
-        if (!explained && k.call.comm >= 0) {
-          for (int32_t i = 0; i < int32_t(job.comms[size_t(k.call.comm)].members.size()) || (job.comms[size_t(k.call.comm)].world && i < job.world_size); ++i) {
-            int32_t r = job.comms[size_t(k.call.comm)].world ? i : job.comms[size_t(k.call.comm)].members[size_t(i)];
-            if (r < 0 || r >= job.world_size || job.ranks[size_t(r)].state != RankState::kStopped) continue;
+        if (!explained) {
+          for (int32_t r : job.Members(k.call.comm)) {
+            if (job.ranks[size_t(r)].state != RankState::kStopped) continue;
             const RankView& v = job.ranks[size_t(r)];
             blame(r, "is stopped inside " + DescribeCall(job, v.current) + ": its runtime has been silent for " +
                          std::to_string(int(v.silent_s)) + " s while the others' kept beating (SIGSTOP, or wedged)");

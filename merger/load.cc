@@ -37,6 +37,18 @@ uint16_t Job::Intern(const std::string& name) {
   return id;
 }
 
+std::vector<int32_t> Job::Members(int32_t comm) const {
+  std::vector<int32_t> out;
+  if (comm < 0) return out;
+  const GlobalComm& c = comms[size_t(comm)];
+  int32_t n = c.world ? world_size : int32_t(c.members.size());
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t r = c.world ? i : c.members[size_t(i)];
+    if (r >= 0 && r < world_size) out.push_back(r);
+  }
+  return out;
+}
+
 bool Job::SigOf(int32_t rank, int32_t comm, uint64_t seq, CollSig* out) const {
   for (const Odd& o : odd) {
     if (o.rank == rank && o.comm == comm && o.seq == seq) {
@@ -142,7 +154,7 @@ class Loader {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < s.calls.size(); ++i) call_map[i] = job_->Intern(s.calls[i].name);
       for (size_t i = 0; i < s.comms.size(); ++i) {
-        if (s.comm_valid[i]) comm_map[i] = AddComm(s, s.comms[i], p.rank);
+        if (s.comm_valid[i]) comm_map[i] = AddComm(s.comms[i], p.rank);
       }
       job_->world_size = std::max(job_->world_size, std::max(p.world_size, p.rank + 1));
     }
@@ -155,7 +167,7 @@ class Loader {
     v.exit_code = p.exit_code;
     v.signal = p.signal;
     v.heartbeat_real_ns = p.heartbeat_real_ns;
-    auto point = [&](const fmt::Record& r, bool in_call) {
+    auto point = [&](const fmt::Record& r) {
       CallPoint c;
       c.valid = true;
       c.name = r.call < call_map.size() ? call_map[r.call] : 0;
@@ -172,7 +184,7 @@ class Loader {
       c.redop = r.redop;
       c.handle = r.handle;
       c.begin_real_ns = s.TicksToRealNs(r.ticks);
-      c.seconds = in_call ? s.SecondsInCall(r.ticks) : s.SecondsInCall(r.ticks);
+      c.seconds = s.SecondsInCall(r.ticks);
       return c;
     };
 
@@ -185,11 +197,11 @@ class Loader {
       if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
     }
     if (in) {
-      v.current = point(in->current, true);
+      v.current = point(in->current);
       v.watchdog = in->watchdog_flagged;
-      if (in->has_last) v.previous = point(in->last, false);
+      if (in->has_last) v.previous = point(in->last);
     } else if (latest) {
-      v.previous = point(latest->last, false);
+      v.previous = point(latest->last);
     }
     // A rank killed inside a call (a launcher tearing the job down, a
     // timeout) is still where it waited: analysis after the fact sees the
@@ -231,7 +243,7 @@ class Loader {
       }
     }
     for (const auto& [handle, r] : open_requests) {
-      if (v.pending.size() < 16) v.pending.push_back(point(r, true));
+      if (v.pending.size() < 16) v.pending.push_back(point(r));
     }
     for (const StackInfo& st : s.stacks) {
       std::vector<std::string> frames;
@@ -248,7 +260,7 @@ class Loader {
 
  private:
   // g: mu_ held.
-  int32_t AddComm(const TraceSnapshot& s, const CommInfo& c, int32_t rank) {
+  int32_t AddComm(const CommInfo& c, int32_t rank) {
     auto [it, inserted] = job_->comm_index.emplace(c.entry.id, int32_t(job_->comms.size()));
     if (inserted) job_->comms.emplace_back();
     GlobalComm& g = job_->comms[size_t(it->second)];
@@ -265,7 +277,6 @@ class Loader {
       if (g.members.size() < size_t(c.entry.size)) g.members.resize(size_t(c.entry.size), -1);
       g.members[size_t(c.entry.my_index)] = rank;
     }
-    (void)s;
     return it->second;
   }
 

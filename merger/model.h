@@ -39,7 +39,7 @@ struct CallPoint {
   uint8_t dtype = 0, redop = 0;
   uint64_t handle = 0;
   int64_t begin_real_ns = 0;
-  double seconds = 0;      // in the call so far / since it returned
+  double seconds = 0;      // from its begin to the last moment the file vouches for
 };
 
 struct RankView {
@@ -119,6 +119,8 @@ struct Job {
 
   uint16_t Intern(const std::string& name);
   int32_t CommByRank(int32_t comm, int32_t comm_rank) const;  // world rank or -1
+  // The world ranks of a communicator's members that are in the job.
+  std::vector<int32_t> Members(int32_t comm) const;
 };
 
 // A runtime beats twice a second; this much silence means stopped/wedged.

@@ -286,7 +286,6 @@ bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out
       emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
             {"args", {{"name", "rank " + std::to_string(s->process.rank) + " (" + s->process.host + ":" + std::to_string(s->process.pid) + ")"}}}});
       emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
-      std::map<uint64_t, const fmt::Record*> open;  // (tid << 32 | depth) -> BEGIN
       const double end_us = double(s->LastKnownMonoNs() - s->process.clock.ref_mono_ns + s->process.clock.ref_real_ns) / 1e3;
       auto us = [&](uint64_t ticks) { return double(s->TicksToRealNs(ticks)) / 1e3; };
       auto name_of = [&](const fmt::Record& r) {
@@ -323,7 +322,6 @@ bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out
         emit({{"ph", "X"}, {"pid", pid}, {"tid", nonblocking ? 0 : r.tid}, {"ts", ts}, {"dur", std::max(0.0, end_us - ts)},
               {"name", name_of(r) + " (in flight)"}, {"cat", "in_flight"}});
       }
-      (void)open;
     }
   }
   out << "\n]}\n";
