@@ -454,8 +454,37 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   }();
   bool any_crash = false;
   for (const RankView& v : job.ranks) any_crash |= v.state == RankState::kCrashed || v.state == RankState::kGone;
-  if (in_call == 0 || all_moving) {
+  // A culprit that is also an odd rank of a mismatch: the mismatch explains
+  // it (an MPI library may abort on it, leaving artificial cycles behind).
+  RankSet odd;
+  for (const Mismatch& m : d.mismatches) odd.Merge(m.odd);
+  bool culprit_is_odd = false;
+  for (const Culprit& c : d.culprits) culprit_is_odd |= odd.Contains(c.rank);
+  auto blame_odd_only = [&] {
+    culprits.clear();
+    for (const Mismatch& m : d.mismatches) {
+      for (int32_t r : m.odd.Ranks()) {
+        std::string value;
+        for (const auto& [v, ranks] : m.values) {
+          if (ranks.Contains(r)) value = v;
+        }
+        blame(r, "passes " + m.field + " " + value + " at #" + std::to_string(m.seq) + " on " +
+                     job.comms[size_t(m.comm)].label + " where the other members pass " + m.values[0].first);
+      }
+    }
+    d.culprits.clear();
+    for (auto& [r, c] : culprits) d.culprits.push_back(c);
+  };
+  if ((in_call == 0 || all_moving) && !d.mismatches.empty()) {
+    // The job ran on, but its ranks disagreed on a collective's arguments:
+    // its results are wrong even though nothing hangs.
+    d.verdict = "mismatch";
+    blame_odd_only();
+  } else if (in_call == 0 || all_moving) {
     d.verdict = any_crash ? "crash" : "no-hang";
+  } else if (culprit_is_odd || (mismatch_hang && !crash)) {
+    d.verdict = "mismatch";
+    blame_odd_only();
   } else if (crash || (any_crash && d.culprits.empty()) ||
              (missing_blamed && [&] {
                for (const Culprit& c : d.culprits) {
@@ -466,15 +495,9 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     d.verdict = "crash";
   } else if (deadlock) {
     d.verdict = "deadlock";
-  } else if (mismatch_hang || (!d.mismatches.empty() && d.culprits.empty())) {
+  } else if (!d.mismatches.empty() && d.culprits.empty()) {
     d.verdict = "mismatch";
-    if (d.culprits.empty()) {
-      for (const Mismatch& m : d.mismatches) {
-        for (int32_t r : m.odd.Ranks()) blame(r, "passes another " + m.field + " at #" + std::to_string(m.seq) + " on " + job.comms[size_t(m.comm)].label);
-      }
-      d.culprits.clear();
-      for (auto& [r, c] : culprits) d.culprits.push_back(c);
-    }
+    blame_odd_only();
   } else {
     d.verdict = "hang";
   }
@@ -484,7 +507,10 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();
     return a.ranks.First() < b.ranks.First();
   });
-  if (d.verdict == "no-hang") {
+  if (d.verdict == "mismatch" && in_call == 0) {
+    d.summary = "no rank is stuck, but ranks disagreed on a collective's arguments, so results are wrong: " +
+                std::string(d.culprits.empty() ? "" : "rank " + std::to_string(d.culprits[0].rank) + " " + d.culprits[0].why);
+  } else if (d.verdict == "no-hang") {
     if (all_moving) {
       d.summary = "ranks " + d.progressing.Brief() + " moved on between the two snapshots: slow, not hung";
     } else {

@@ -39,6 +39,7 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
   std::string out = io.path() + "/out", err = io.path() + "/err";
   pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);  // its own process group: a timeout ends everything it started
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -57,8 +58,15 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
+      // The whole group: a launcher (mpirun) and every rank it started,
+      // stopped ones too (SIGKILL ends a SIGSTOPped process).
+      kill(-pid, SIGTERM);
+      for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
+      status = SIGKILL;  // reported as killed by the timeout
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -25,8 +25,9 @@ struct ProgramResult {
   std::string out, err;
 };
 
-// Runs argv with `env` added to this process's environment; kills it with
-// SIGKILL after `timeout_s` (then term_signal is SIGKILL).
+// Runs argv with `env` added to this process's environment, in a process
+// group of its own. After `timeout_s` the whole group gets SIGTERM, then
+// SIGKILL, and term_signal is SIGKILL.
 ProgramResult RunProgram(const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
                          double timeout_s = 30);
