@@ -350,6 +350,9 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     if (v.silent_s > kSilentSeconds && (v.state == RankState::kInCall || v.state == RankState::kCompute)) {
       v.state = RankState::kStopped;
     }
+    // Gone, but it beat until the others' last beat: torn down with the job
+    // (by the launcher, a timeout), not dead first. It was computing then.
+    if (v.state == RankState::kGone && v.silent_s <= kSilentSeconds) v.state = RankState::kCompute;
   }
 
   // Workers that saw different first signatures at the same (comm, seq).
