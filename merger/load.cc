@@ -1,4 +1,6 @@
 // LoadJob: one pass over every trace file, in parallel, into a Job.
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -79,6 +81,19 @@ std::string Family(const std::string& label) {
   size_t end = label.size();
   while (end > 0 && label[end - 1] >= '0' && label[end - 1] <= '9') --end;
   return end == 0 ? label : label.substr(0, end);
+}
+
+// "_ZN7trainer7Trainer4StepEi" -> "trainer::Trainer::Step(int)"; symbols
+// were stored mangled (the runtime cannot allocate in a signal handler).
+std::string Demangle(const char* symbol) {
+  if (symbol[0] != '_' || symbol[1] != 'Z') return symbol;
+  int status = 0;
+  char* out = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
+  std::string result = status == 0 && out ? out : symbol;
+  free(out);
+  // Drop anonymous-namespace noise; keep it readable in a tree.
+  for (size_t p; (p = result.find("(anonymous namespace)::")) != std::string::npos;) result.erase(p, 23);
+  return result;
 }
 
 // Per-worker tables, merged at the end (no lock on the per-record path).
@@ -250,7 +265,7 @@ class Loader {
       for (const fmt::StackFrame& f : st.frames) {
         char pc[32];
         snprintf(pc, sizeof(pc), "0x%llx", static_cast<unsigned long long>(f.pc));
-        frames.push_back(f.symbol[0] ? std::string(f.symbol) : std::string(pc));
+        frames.push_back(f.symbol[0] ? Demangle(f.symbol) : std::string(pc));
       }
       v.stacks.push_back(std::move(frames));
       v.stack_tids.push_back(st.tid);

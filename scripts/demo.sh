@@ -1,35 +1,48 @@
 #!/usr/bin/env bash
-# The demo: set up and build, then run an unmodified 4-rank MPI program under
-# `hangtrace run` that hangs the way large jobs do: rank 1, the root of a
-# broadcast on communicator "split", never calls it and goes on to an
-# allreduce on world, so ranks 0, 2 and 3 wait in the broadcast and rank 1
-# waits in the allreduce. The watchdog flags the calls and saves every
-# thread's stack into each rank's crash-durable trace file; `hangtrace
-# analyze` reads the files and names the culprit.
+# The demo (the README's first command): set up and build, then run the
+# bundled trainer on 8 ranks (TP=2, PP=2, DP=2) under `hangtrace run` with
+# the seed's hang injected: at step 3, rank 3, the last pipeline stage and so
+# the root of its group's loss broadcast, never broadcasts and goes on to the
+# end-of-step all-reduce. Its pipeline group waits in the broadcast, every
+# other rank in the all-reduce. The watchdog notices; `hangtrace analyze`
+# reads the live job and names the culprit; the job is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 dir=$(mktemp -d /tmp/hangtrace-demo-XXXXXX)
-echo
-echo "== 1. run 4 ranks traced; rank 1 skips the broadcast it is the root of (watchdog: 1 s)"
-echo "   mpirun -np 4 hangtrace run --dir $dir --timeout 1 -- build/tests/mpi_prog hang"
-# The program kills itself with SIGALRM after 3 s, so the job ends by itself.
-mpirun -np 4 --oversubscribe build/bin/hangtrace run --dir "$dir" --job demo --timeout 1 \
-  -- build/tests/mpi_prog hang > "$dir/job.log" 2>&1 || true
-echo
-echo "== 2. the watchdog's lines, one per rank, from the job's stderr:"
-grep "hangtrace: watchdog" "$dir/job.log" | sed 's/^/   /' | sort
-echo
-echo "== 3. the diagnosis: hangtrace analyze $dir"
-build/bin/hangtrace analyze "$dir" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" \
-  | sed -e 's/^/   /'
+step() { printf '\n== %s\n' "$*"; }
+
+step "1. start the trainer on 8 ranks under hangtrace (watchdog after 3 s), with the seed's hang at step 3"
+cmd=(mpirun -np 8 --oversubscribe build/bin/hangtrace run --dir "$dir" --job demo --timeout 3 --
+     build/bin/hangtrace-trainer --tp 2 --pp 2 --dp 2 --steps 20 --fault seed-hang@rank=3,step=3
+     --truth "$dir/truth.json")
+echo "   ${cmd[*]}"
+setsid "${cmd[@]}" > "$dir/job.log" 2>&1 &
+job=$!
+teardown() { kill -TERM -- "-$job" 2>/dev/null || true; sleep 1; kill -KILL -- "-$job" 2>/dev/null || true; wait "$job" 2>/dev/null || true; }
+trap teardown EXIT
+
+step "2. the job trains, then stops making progress; waiting for the watchdog"
+for _ in $(seq 300); do
+  [ "$(grep -c 'hangtrace: watchdog' "$dir/job.log" || true)" -ge 8 ] && break
+  sleep 0.1
+done
+grep ' iteration' "$dir/job.log" | sed 's/^/   /'
+grep 'hangtrace: watchdog' "$dir/job.log" | sort | sed 's/ saved in .*//; s/^/   /'
+
+step "3. the diagnosis, from the live job's trace files: hangtrace analyze $dir"
+build/bin/hangtrace analyze "$dir" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
 build/bin/hangtrace analyze "$dir" --format json > "$dir/report.json"
-echo
-echo "== 4. one rank's own file: rank 1, the root that never broadcast (hangtrace inspect)"
-f=$(build/bin/hangtrace inspect "$dir" --events 0 | awk '/^== / {path = $2} /^process/ && $7 == "1" {print path}')
-build/bin/hangtrace inspect "$f" --events 6 | sed -n '1,12p;/^events/,$p' | sed -e 's/^/   /'
+
+step "4. tear the job down"
+teardown
+trap - EXIT
+echo "   done; the trace files stay readable after the job"
+
+step "5. what the trainer says really happened ($dir/truth.json)"
+sed 's/^/   /' "$dir/truth.json"
 echo
 echo "JSON report:     $dir/report.json"
 echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"
