@@ -417,7 +417,12 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
       // 2. A rooted collective cannot finish without its root.
       if ((k.call.call_flags & fmt::kCallRooted)) {
         int32_t root = job.CommByRank(k.call.comm, k.call.peer);
-        if (root >= 0 && !k.ranks.Contains(root) && in_scc.Contains(root)) score[root] += 2;
+        // Only a root that never entered it: one that did its part (an
+        // eager broadcast send) and went on is not what the call waits for.
+        if (root >= 0 && !k.ranks.Contains(root) && in_scc.Contains(root) &&
+            job.ranks[size_t(root)].Entered(k.call.comm) < k.call.seq) {
+          score[root] += 2;
+        }
       }
       // 3. The few members missing from a call most members are in.
       RankSet behind = k.waiting_for;

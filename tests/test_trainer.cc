@@ -141,7 +141,7 @@ std::string FaultName(const ::testing::TestParamInfo<FaultCase>& i) {
 INSTANTIATE_TEST_SUITE_P(
     Catalogue, TrainerFaults,
     ::testing::Values(FaultCase{"seed-hang@rank=3,step=2", 2, 2, 2}, FaultCase{"stop@rank=5,step=2", 2, 2, 2},
-                      FaultCase{"crash@rank=2,step=2", 2, 2, 2}, FaultCase{"swap@rank=6,step=2", 2, 2, 2},
+                      FaultCase{"crash@rank=2,step=2", 2, 2, 2}, FaultCase{"swap@rank=6,step=2", 2, 2, 2}, FaultCase{"swap@rank=3,step=2", 2, 2, 2},
                       FaultCase{"count@rank=1,step=2", 2, 2, 2}, FaultCase{"dtype@rank=4,step=2", 2, 2, 2},
                       FaultCase{"root@rank=0,step=2", 2, 2, 2}, FaultCase{"p2p-deadlock@rank=0,step=2", 2, 2, 2},
                       FaultCase{"straggler@rank=1,factor=3", 2, 2, 2}, FaultCase{"seed-hang@rank=5,step=3", 2, 3, 2},

@@ -122,8 +122,9 @@ class Trainer {
     // The next stage's partner of a p2p-deadlock rank sends first too.
     bool deadlock_partner = false;
     for (const Fault& f : c_.faults) {
-      if (f.kind == "p2p-deadlock" && f.step == step && t_.rank == t_.Rank(t_.T(), (f.rank / t_.tp) % P + 1, t_.D()) &&
-          (f.rank % t_.tp) == t_.T() && f.rank / (t_.tp * P) == t_.D()) {
+      Topology faulty = t_;
+      faulty.rank = f.rank;
+      if (f.kind == "p2p-deadlock" && f.step == step && t_.rank == t_.Rank(faulty.T(), faulty.P() + 1, faulty.D())) {
         deadlock_partner = true;
       }
     }
@@ -357,6 +358,15 @@ nlohmann::json Truth(const Config& c) {
     Topology r = t;
     r.rank = f.rank;
     truth["culprits"] = json::array({f.rank});
+    if (f.kind == "swap" && r.P() != t.pp - 1) {
+      // A receiver of the loss broadcast that swaps it with the done
+      // all-reduce does no harm: the root sends its small message eagerly
+      // and goes on, so the swapped order completes (seen with Open MPI).
+      truth["verdict"] = "no-hang";
+      truth["culprits"] = json::array();
+      truth["note"] = "swap at a broadcast receiver completes: the root's send is eager";
+      break;
+    }
     if (f.kind == "seed-hang" || f.kind == "swap") {
       // Its pipeline group waits in the broadcast; every other rank in the
       // done all-reduce, the culprit included.
@@ -511,6 +521,12 @@ int main(int argc, char** argv) {
       return fail(f.kind + " needs a rank with a next pipeline stage");
     }
     if ((f.kind == "count" || f.kind == "dtype") && c.topo.tp < 2) return fail(f.kind + " needs --tp 2 or more");
+    if (f.kind == "swap" && r.P() != c.topo.pp - 1 && c.topo.pp > 2) {
+      // With 3+ stages MPI's broadcast tree may route through a receiver,
+      // so whether its swap hangs depends on the library: no truth to give.
+      return fail("swap at a broadcast receiver with more than 2 stages may or may not hang (MPI's broadcast tree "
+                  "decides); name a last-stage rank (the root), or use --pp 2");
+    }
   }
   if (c.topo.rank == 0 && !c.truth.empty()) std::ofstream(c.truth) << Truth(c).dump(2) << "\n";
 

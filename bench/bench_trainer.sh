@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The tracer's overhead on a real job: the trainer on 8 ranks (TP=2, PP=2,
+# DP=2), untraced and traced (record-only, and with the watchdog's default
+# timeout) runs interleaved; the mean step time of steps 3..N of each run,
+# then the medians and their ratio. Also the peak RSS added per process.
+#   bench/bench_trainer.sh [STEPS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-40}
+rounds=${2:-5}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+dir=$(mktemp -d /tmp/hangtrace-bench-trainer-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+trainer=(build/bin/hangtrace-trainer --tp 2 --pp 2 --dp 2 --steps "$steps" --hidden 128)
+mean_step() { awk -F'elapsed time per iteration \\(ms\\): *' 'NF > 1 {split($2, a, " "); n++; if (n > 2) {s += a[1]; c++}} END {printf "%.3f", s / c}'; }
+echo "round  untraced_ms  traced_ms"
+for i in $(seq "$rounds"); do
+  base=$(mpirun -np 8 --oversubscribe "${trainer[@]}" | mean_step)
+  traced=$(mpirun -np 8 --oversubscribe build/bin/hangtrace run --dir "$dir" -- "${trainer[@]}" | mean_step)
+  echo "$i  $base  $traced"
+done | tee "$dir/rounds"
+awk 'function median(a, n,   i, j, t) {
+       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+     NR > 1 { b[++n] = $2; t[n] = $3 }
+     END { mb = median(b, n); mt = median(t, n)
+           printf "median step: untraced %.3f ms, traced %.3f ms; ratio %.4f\n", mb, mt, mt / mb }' "$dir/rounds"
+# Memory: the peak RSS of one rank, untraced vs traced (1-rank run).
+rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
+u=$(rss mpirun -np 1 build/bin/hangtrace-trainer --steps 5 --hidden 128)
+t=$(rss mpirun -np 1 build/bin/hangtrace run --dir "$dir" -- build/bin/hangtrace-trainer --steps 5 --hidden 128)
+echo "peak RSS of mpirun + 1 rank: untraced $u KB, traced $t KB (+$((t - u)) KB)"

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The accuracy matrix: every fault of the trainer's catalogue, on several
+# topologies and fault positions, run for real under hangtrace, analyzed,
+# and compared with the trainer's truth file. Writes docs/accuracy.md.
+#   scripts/accuracy.sh [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+topologies=("2 2 2" "2 3 2" "4 2 2" "2 2 8")
+[ "${1:-}" = "--quick" ] && topologies=("2 2 2")
+faults=(seed-hang stop crash swap count dtype root p2p-deadlock straggler)
+work=$(mktemp -d /tmp/hangtrace-accuracy-XXXXXX)
+rows=()
+pass=0 total=0
+
+# Ranks where a fault makes sense: the first and the last eligible one.
+eligible() {  # fault tp pp dp
+  local f=$1 tp=$2 pp=$3 dp=$4 r stage out=()
+  for ((r = 0; r < tp * pp * dp; r++)); do
+    stage=$(((r / tp) % pp))
+    [ "$f" = seed-hang ] && [ $stage -ne $((pp - 1)) ] && continue
+    [ "$f" = p2p-deadlock ] && [ $stage -eq $((pp - 1)) ] && continue
+    [ "$f" = swap ] && [ $pp -gt 2 ] && [ $stage -ne $((pp - 1)) ] && continue  # see docs/TRAINER.md
+    out+=($r)
+  done
+  echo "${out[0]} ${out[-1]}"
+}
+
+for topo in "${topologies[@]}"; do
+  read -r tp pp dp <<< "$topo"
+  np=$((tp * pp * dp))
+  for f in "${faults[@]}"; do
+    for rank in $(eligible $f $tp $pp $dp | tr ' ' '\n' | sort -un); do
+      spec="$f@rank=$rank,step=2"
+      [ $f = straggler ] && spec="$f@rank=$rank,factor=3"
+      dir="$work/$f-$tp$pp$dp-$rank"
+      mkdir -p "$dir"
+      setsid mpirun -np $np --oversubscribe build/bin/hangtrace run --dir "$dir" --job job --timeout 2 -- \
+        build/bin/hangtrace-trainer --tp $tp --pp $pp --dp $dp --layers $((2 * pp)) --steps 5 \
+        --fault "$spec" --truth "$dir/truth.json" > "$dir/job.log" 2>&1 &
+      job=$!
+      for _ in $(seq 120); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+      kill -TERM -- -$job 2>/dev/null; sleep 0.5; kill -KILL -- -$job 2>/dev/null; wait $job 2>/dev/null
+      build/bin/hangtrace analyze "$dir" --format json > "$dir/report.json" 2> /dev/null
+      row=$(python3 - "$dir/truth.json" "$dir/report.json" <<'PY'
+import json, sys
+t, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+def ranks(s):
+    out = set()
+    for part in filter(None, s.split(",")):
+        a, _, b = part.partition("-"); out |= set(range(int(a), int(b or a) + 1))
+    return out
+ok_verdict = t["verdict"] == r["verdict"]
+ok_culprits = set(t["culprits"]) == {c["rank"] for c in r["culprits"]}
+ok_stuck = True
+if "stuck_complete" not in t:
+    got = {}
+    for g in r["groups"]:
+        if g["state"] == "in_call":
+            for x in ranks(g["ranks"]): got[x] = (g["op"], g["comm"])
+    want = {x: (s["op"], s["comm"]) for s in t["stuck"] for x in ranks(s["ranks"])}
+    ok_stuck = got == want
+ok = ok_verdict and ok_culprits and ok_stuck
+print(f'{"ok" if ok else "WRONG"}|{t["verdict"]}|{r["verdict"]}|{sorted(t["culprits"])}|{sorted(c["rank"] for c in r["culprits"])}|{"yes" if "stuck_complete" not in t else "n/a"}{"" if ok_stuck else " (differs)"}')
+PY
+)
+      total=$((total + 1))
+      [ "${row%%|*}" = ok ] && pass=$((pass + 1))
+      rows+=("| $f | ${tp}x${pp}x${dp} ($np) | $rank | ${row//|/ | } |")
+      echo "$f ${tp}x${pp}x${dp} rank $rank: ${row%%|*}"
+    done
+  done
+done
+
+{
+  echo "# Accuracy of the diagnosis on real runs"
+  echo
+  echo "Every fault of the trainer's catalogue, on several topologies (TPxPPxDP, ranks) and at the"
+  echo "first and the last rank where it applies, run for real under \`hangtrace run\` (Open MPI,"
+  echo "oversubscribed on 2 cores), analyzed with \`hangtrace analyze\`, and compared with the truth"
+  echo "file the trainer writes. A case is right when the verdict and the culprits equal the truth's,"
+  echo "and, where the truth determines them, every stuck rank's (op, comm)."
+  echo
+  echo "Produced by \`scripts/accuracy.sh\` on $(date -u +%Y-%m-%d): **$pass of $total right**."
+  echo
+  echo "| fault | topology | rank | result | truth verdict | analyzed verdict | truth culprits | analyzed culprits | stuck classes compared |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  printf '%s\n' "${rows[@]}"
+} > docs/accuracy.md
+echo "$pass of $total right; table in docs/accuracy.md"
+rm -rf "$work"
+[ $pass -eq $total ]
