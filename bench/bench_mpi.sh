@@ -18,10 +18,4 @@ for i in $(seq "$rounds"); do
   traced=$(run build/bin/hangtrace run --dir "$dir" -- "$prog" loop "$calls")
   echo "$i  $base  $traced"
 done | tee "$dir/rounds"
-awk 'function median(a, n,   i, j, t) {
-       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-     NR > 0 { b[++n] = $2; t[n] = $3 }
-     END { mb = median(b, n); mt = median(t, n)
-           printf "median: untraced %.1f ns, traced %.1f ns per MPI_Allreduce\n", mb, mt
-           printf "ratio traced/untraced %.4f, added %.1f ns per call\n", mt / mb, mt - mb }' "$dir/rounds"
+awk -v unit=ns -v what="per MPI_Allreduce" -f bench/interleaved.awk "$dir/rounds"

@@ -19,12 +19,7 @@ for i in $(seq "$rounds"); do
   traced=$(mpirun -np 8 --oversubscribe build/bin/hangtrace run --dir "$dir" -- "${trainer[@]}" | mean_step)
   echo "$i  $base  $traced"
 done | tee "$dir/rounds"
-awk 'function median(a, n,   i, j, t) {
-       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-     NR > 1 { b[++n] = $2; t[n] = $3 }
-     END { mb = median(b, n); mt = median(t, n)
-           printf "median step: untraced %.3f ms, traced %.3f ms; ratio %.4f\n", mb, mt, mt / mb }' "$dir/rounds"
+awk -v unit=ms -v what="step time" -f bench/interleaved.awk "$dir/rounds"
 # Memory: the peak RSS of one rank, untraced vs traced (1-rank run).
 rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 u=$(rss mpirun -np 1 build/bin/hangtrace-trainer --steps 5 --hidden 128)
