@@ -62,18 +62,16 @@ double HeartbeatAge(const TraceSnapshot& s) {
   return double(MonotonicNs() - int64_t(s.process.heartbeat_mono_ns)) / 1e9;
 }
 
-// For a process of this machine: is it still there, and is its runtime
-// alive? (A pid reused by another process does not count: start times differ.)
-std::string Liveness(const TraceSnapshot& s, double heartbeat_age) {
-  char host[64] = {};
-  gethostname(host, sizeof(host) - 1);
-  if (strcmp(host, s.process.host) != 0) return heartbeat_age > 3 ? " (stale: stopped, wedged or gone?)" : "";
-  ProcStat st;
-  bool same = ReadProcStat(s.process.pid, &st) && st.start_time == s.process.proc_start_time;
-  if (same && st.state == 'T') return " (process is STOPPED)";
-  if (same && st.state == 'Z') return " (process is a zombie: exited, not yet reaped)";
-  if (!same) return " (gone without an exit record: killed?)";
-  return heartbeat_age > 3 ? " (process exists but its runtime is silent: wedged?)" : "";
+// Is the process still there, and is its runtime alive?
+std::string LivenessText(const TraceSnapshot& s, double heartbeat_age) {
+  switch (ProcessLiveness(s)) {
+    case Liveness::kStopped: return " (process is STOPPED)";
+    case Liveness::kZombie: return " (process is a zombie: exited, not yet reaped)";
+    case Liveness::kGone: return " (gone without an exit record: killed?)";
+    case Liveness::kRunning: return heartbeat_age > 3 ? " (process exists but its runtime is silent: wedged?)" : "";
+    case Liveness::kUnknown: break;
+  }
+  return heartbeat_age > 3 ? " (stale: stopped, wedged or gone?)" : "";
 }
 
 void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
@@ -104,7 +102,7 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
     default: {
       double age = HeartbeatAge(s);
       printf("state    %s, heartbeat %.1f s ago%s\n", fmt::ProcStateName(state), age,
-             Liveness(s, age).c_str());
+             LivenessText(s, age).c_str());
     }
   }
   if (p.watchdog_timeout_ms) {

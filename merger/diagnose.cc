@@ -70,6 +70,19 @@ std::string SignalName(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// "passes count 128 to MPI_Allreduce #33 on tp0 where the other members
+// pass 256": why an odd rank of a mismatch is a culprit.
+std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
+  std::string value = "?";
+  for (const auto& [v, ranks] : m.values) {
+    if (ranks.Contains(rank)) value = v;
+  }
+  CollSig sig;
+  std::string call = job.SigOf(rank, m.comm, m.seq, &sig) ? job.names[sig.name] + " " : "";
+  return "passes " + m.field + " " + value + " to " + call + "#" + std::to_string(m.seq) + " on " +
+         job.comms[size_t(m.comm)].label + " where the other members pass " + m.values[0].first;
+}
+
 }  // namespace
 
 std::string DescribeCall(const Job& job, const CallPoint& c) {
@@ -326,10 +339,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
         for (const Mismatch& m : d.mismatches) {
           if (m.comm == k.call.comm && m.seq == k.call.seq) {
             for (int32_t r : m.odd.Ranks()) {
-              blame(r, "passes " + m.field + " " + [&] {
-                for (const auto& [value, ranks] : m.values) if (ranks.Contains(r)) return value;
-                return std::string("?");
-              }() + " to " + DescribeCall(job, k.call) + " where the other members pass " + m.values[0].first);
+              blame(r, MismatchWhy(job, m, r));
             }
             explained = mismatch_hang = true;
           }
@@ -468,14 +478,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   auto blame_odd_only = [&] {
     culprits.clear();
     for (const Mismatch& m : d.mismatches) {
-      for (int32_t r : m.odd.Ranks()) {
-        std::string value;
-        for (const auto& [v, ranks] : m.values) {
-          if (ranks.Contains(r)) value = v;
-        }
-        blame(r, "passes " + m.field + " " + value + " at #" + std::to_string(m.seq) + " on " +
-                     job.comms[size_t(m.comm)].label + " where the other members pass " + m.values[0].first);
-      }
+      for (int32_t r : m.odd.Ranks()) blame(r, MismatchWhy(job, m, r));
     }
     d.culprits.clear();
     for (auto& [r, c] : culprits) d.culprits.push_back(c);

@@ -13,7 +13,6 @@
 
 #include "merger/model.h"
 #include "merger/trace_reader.h"
-#include "tracer/procfs.h"
 
 namespace hangtrace {
 
@@ -106,37 +105,6 @@ struct Partial {
   size_t files = 0;
 };
 
-// Is the writer of this file gone? Only decidable for a file of this very
-// machine and boot; elsewhere the answer is "unknown" (false).
-bool ProcessGone(const TraceSnapshot& s) {
-  static uint8_t boot[16];
-  static bool have_boot = [] {
-    ReadBootId(boot);
-    return true;
-  }();
-  (void)have_boot;
-  static const std::string host = [] {
-    char h[64] = {};
-    gethostname(h, sizeof(h) - 1);
-    return std::string(h);
-  }();
-  uint8_t zero[16] = {};
-  if (memcmp(s.process.boot_id, zero, 16) == 0 || memcmp(s.process.boot_id, boot, 16) != 0 ||
-      host != s.process.host) {
-    return false;
-  }
-  ProcStat st;
-  return !ReadProcStat(s.process.pid, &st) || st.start_time != s.process.proc_start_time || st.state == 'Z';
-}
-
-bool ProcessStopped(const TraceSnapshot& s) {
-  ProcStat st;
-  uint8_t boot[16];
-  ReadBootId(boot);
-  if (memcmp(s.process.boot_id, boot, 16) != 0) return false;
-  return ReadProcStat(s.process.pid, &st) && st.start_time == s.process.proc_start_time && st.state == 'T';
-}
-
 class Loader {
  public:
   explicit Loader(Job* job) : job_(job) {}
@@ -225,9 +193,10 @@ class Loader {
       case fmt::ProcState::kExited: v.state = RankState::kExited; break;
       case fmt::ProcState::kCrashed: v.state = RankState::kCrashed; break;
       default:
-        if (ProcessStopped(s)) v.state = RankState::kStopped;
+        const Liveness live = ProcessLiveness(s);
+        if (live == Liveness::kStopped) v.state = RankState::kStopped;
         else if (in) v.state = RankState::kInCall;
-        else v.state = ProcessGone(s) ? RankState::kGone : RankState::kCompute;
+        else v.state = (live == Liveness::kGone || live == Liveness::kZombie) ? RankState::kGone : RankState::kCompute;
     }
     for (size_t i = 0; i < s.comms.size(); ++i) {
       if (comm_map[i] >= 0) v.entered.push_back({comm_map[i], s.comms[i].entry.coll_seq});

@@ -107,15 +107,25 @@ struct Topo {
   int P(int r) const { return (r / tp) % pp; }
   int D(int r) const { return r / (tp * pp); }
   int Rank(int t, int p, int d) const { return t + tp * (p + pp * d); }
-  // Global comm index (0 world, then tp, pp, dp groups) of `kind` for rank r.
-  int Comm(Kind k, int r) const {
+  // Which group of its kind rank r is in: the K of tpK, ppK, dpK (the
+  // trainer's labels).
+  int Group(Kind k, int r) const {
     switch (k) {
       case kWorld: return 0;
-      case kTp: return 1 + P(r) + pp * D(r);
-      case kPp: return 1 + pp * dp + T(r) + tp * D(r);
-      case kDp: return 1 + pp * dp + tp * dp + T(r) + tp * P(r);
+      case kTp: return P(r) + pp * D(r);
+      case kPp: return T(r) + tp * D(r);
+      case kDp: return T(r) + tp * P(r);
     }
     return 0;
+  }
+  std::string Label(Kind k, int r) const {
+    static const char* const prefix[4] = {"world", "tp", "pp", "dp"};
+    return k == kWorld ? "world" : prefix[k] + std::to_string(Group(k, r));
+  }
+  // Global comm index (0 world, then the tp, pp and dp groups).
+  int Comm(Kind k, int r) const {
+    const int base[4] = {0, 1, 1 + pp * dp, 1 + pp * dp + tp * dp};
+    return base[k] + Group(k, r);
   }
   int CommRank(Kind k, int r) const { return k == kWorld ? r : k == kTp ? T(r) : k == kPp ? P(r) : D(r); }
   int CommSize(Kind k) const { return k == kWorld ? world : k == kTp ? tp : k == kPp ? pp : dp; }
@@ -430,13 +440,10 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     }
     // Its four communicators, in file order world, tp, pp, dp.
     const Kind kinds[4] = {kWorld, kTp, kPp, kDp};
-    const char* prefix[4] = {"world", "tp", "pp", "dp"};
-    int index_base[4] = {0, 1, 1 + c.pp * c.dp, 1 + c.pp * c.dp + c.tp * c.dp};
     const Counters& final_ctr = ctr[size_t(r)];
     for (int k = 0; k < 4; ++k) {
       FileSpec::Comm cm;
-      int g = topo.Comm(kinds[k], r);
-      std::string label = k == 0 ? "world" : std::string(prefix[k]) + std::to_string(g - index_base[k]);
+      std::string label = topo.Label(kinds[k], r);
       cm.entry.id = k == 0 ? 0x574f524c44000001ull : Mix(std::hash<std::string>{}(label));
       cm.entry.kind = uint8_t(fmt::CommKind::kMpi);
       cm.entry.size = topo.CommSize(kinds[k]);
@@ -568,11 +575,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     size_t i = pc[size_t(r)];
     if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) continue;
     const Op& op = tail_op(r, i);
-    const char* prefix[4] = {"world", "tp", "pp", "dp"};
-    int index_base[4] = {0, 1, 1 + c.pp * c.dp, 1 + c.pp * c.dp + c.tp * c.dp};
-    int g = topo.Comm(op.kind, r);
-    std::string label = op.kind == kWorld ? "world" : std::string(prefix[op.kind]) + std::to_string(g - index_base[op.kind]);
-    stuck[{fmt::OpName(kCalls[op.call].op), label}].Add(r);
+    stuck[{fmt::OpName(kCalls[op.call].op), topo.Label(op.kind, r)}].Add(r);
   }
   nlohmann::json truth = {{"schema", "hangtrace.truth/1"}, {"fault", fault}, {"verdict", verdict}};
   truth["culprits"] = verdict == "no-hang" ? std::vector<int32_t>{} : culprits.Ranks();

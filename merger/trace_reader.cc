@@ -13,30 +13,35 @@
 #include <filesystem>
 
 #include "tracer/lane.h"
+#include "tracer/procfs.h"
 
 namespace hangtrace {
 namespace {
 
-// A seqlock-protected copy: retries while the version is odd or changes.
-// Returns false when it never settled (a live writer storming, or a writer
-// that died mid-write): the copy is then best effort.
-template <typename T>
-bool SeqCopy(const uint8_t* src, T* out, const uint32_t* version) {
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
-    memcpy(static_cast<void*>(out), src, sizeof(T));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint32_t v2 = __atomic_load_n(version, __ATOMIC_RELAXED);
-    if (v1 == v2 && !(v1 & 1)) return true;
-  }
-  return false;
-}
+// Seqlock-protected copies from a live or dead writer (tracer/lane.h).
+constexpr int kSeqAttempts = 64;
 
 bool IsPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
 
 }  // namespace
 
 std::string BoundedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+Liveness ProcessLiveness(const TraceSnapshot& s) {
+  static uint8_t boot[16];
+  static const std::string host = [] {
+    ReadBootId(boot);
+    char h[64] = {};
+    gethostname(h, sizeof(h) - 1);
+    return std::string(h);
+  }();
+  if (memcmp(s.process.boot_id, boot, 16) != 0 || host != s.process.host) return Liveness::kUnknown;
+  ProcStat st;
+  if (!ReadProcStat(s.process.pid, &st) || st.start_time != s.process.proc_start_time) return Liveness::kGone;
+  if (st.state == 'T') return Liveness::kStopped;
+  if (st.state == 'Z') return Liveness::kZombie;
+  return Liveness::kRunning;
+}
 
 int64_t TraceSnapshot::TicksToMonoNs(uint64_t ticks) const {
   const fmt::ClockInfo& c = process.clock;
@@ -152,7 +157,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   p.exe[sizeof(p.exe) - 1] = p.cmdline[sizeof(p.cmdline) - 1] = '\0';
   {
     const auto* live = reinterpret_cast<const fmt::ProcessInfo*>(proc);
-    if (!SeqCopy(reinterpret_cast<const uint8_t*>(&live->clock), &p.clock, &live->clock.version)) {
+    if (!SeqRead(&live->clock, &p.clock, &live->clock.version, kSeqAttempts)) {
       s.warnings.push_back("clock block unstable; times may be off");
     }
     p.state = __atomic_load_n(&live->state, __ATOMIC_ACQUIRE);
@@ -188,7 +193,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* src = base + size_t(i) * h.sections[fmt::kSecComms].entry_size;
       CommInfo& c = s.comms[i];
-      bool stable = SeqCopy(src, &c.entry, reinterpret_cast<const uint32_t*>(src));
+      bool stable = SeqRead(src, &c.entry, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
       if (c.entry.version == 0) continue;  // claimed, never published
       if (!stable) s.warnings.push_back("communicator " + std::to_string(i) + " was being written; read best effort");
       c.entry.label[sizeof(c.entry.label) - 1] = '\0';
@@ -216,7 +221,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       const uint8_t* src = threads + size_t(i) * h.sections[fmt::kSecThreads].entry_size;
       const auto* live = reinterpret_cast<const fmt::ThreadSlot*>(src);
       fmt::ThreadSlot slot;
-      bool stable = SeqCopy(src, &slot, &live->version);
+      bool stable = SeqRead(src, &slot, &live->version, kSeqAttempts);
       ThreadInfo t;
       t.slot = i;
       t.tid = slot.tid;

@@ -109,6 +109,13 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
 // and its subfolders (one level of job folders), sorted by name.
 std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error);
 
+// What /proc says of the process that wrote a snapshot. Only decidable for a
+// file written on this machine since its last boot: otherwise kUnknown (a
+// copied file, another node). A pid now used by another process counts as
+// gone: start times differ.
+enum class Liveness { kUnknown, kRunning, kStopped, kZombie, kGone };
+Liveness ProcessLiveness(const TraceSnapshot& s);
+
 // Copies a string field of fixed capacity, stopping at NUL or capacity.
 std::string BoundedString(const char* s, size_t cap);
 

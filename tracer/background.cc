@@ -23,14 +23,7 @@ constexpr int64_t kHeartbeatNs = 500 * 1000000;  // at least twice a second
 // Copies a thread's current call under its seqlock. False when it kept
 // changing (the owner is busy entering and leaving calls: not stuck).
 bool ReadCurrent(const fmt::ThreadSlot* s, fmt::Record* out) {
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    uint32_t v1 = __atomic_load_n(&s->version, __ATOMIC_ACQUIRE);
-    if (v1 & 1) continue;
-    memcpy(out, &s->current, sizeof(*out));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&s->version, __ATOMIC_RELAXED) == v1) return true;
-  }
-  return false;
+  return SeqRead(&s->current, out, &s->version, 4);
 }
 
 std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {

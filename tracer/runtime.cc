@@ -338,14 +338,23 @@ bool AttachThread(ThreadState& t) {
   t.tid = int32_t(syscall(SYS_gettid));
   // First a slot never used, then one an exited thread released: the lane of
   // an exited thread keeps its history until slots run out.
-  for (uint32_t pass = 0, i = 0; pass < 2; i = (i + 1 == f->thread_capacity) ? (++pass, 0) : i + 1) {
-    fmt::ThreadSlot* s = &f->threads[i];
-    if (pass == 0 && __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) != 0) continue;
-    uint32_t expected = 0;
-    if (!__atomic_compare_exchange_n(&s->tid, &expected, uint32_t(t.tid), false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED)) {
-      continue;
+  auto claim = [&](bool never_used_only) -> int64_t {
+    for (uint32_t i = 0; i < f->thread_capacity; ++i) {
+      fmt::ThreadSlot* s = &f->threads[i];
+      if (never_used_only && __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) != 0) continue;
+      uint32_t expected = 0;
+      if (__atomic_compare_exchange_n(&s->tid, &expected, uint32_t(t.tid), false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED)) {
+        return i;
+      }
     }
+    return -1;
+  };
+  int64_t claimed = claim(true);
+  if (claimed < 0) claimed = claim(false);
+  if (claimed >= 0) {
+    const uint32_t i = uint32_t(claimed);
+    fmt::ThreadSlot* s = &f->threads[i];
     // Allocate the lane now so that a full /dev/shm leaves this thread
     // untraced instead of raising SIGBUS on its first record.
     const uint64_t lane_bytes = uint64_t(f->lane_slots) * sizeof(fmt::Record);
