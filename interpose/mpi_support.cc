@@ -14,29 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "tracer/hash.h"
 #include "tracer/internal.h"
 
 namespace hangtrace::mpi {
 namespace {
 
-// --- hashing ---------------------------------------------------------------
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-uint64_t Combine(uint64_t h, uint64_t v) { return Mix(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
-
-uint64_t HashString(const char* s) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (; *s; ++s) h = (h ^ uint8_t(*s)) * 0x100000001b3ull;
-  return h;
-}
 
 // A non-zero 64-bit key for any MPI handle type (pointers in OpenMPI,
 // integers in MPICH).
@@ -269,15 +252,6 @@ uint64_t CommIdOf(uint16_t index) {
 
 int32_t WorldRank() { return g_trace ? g_trace->process->rank : -1; }
 
-// --- point-to-point sequence numbers --------------------------------------------
-
-struct P2pSlot {
-  uint64_t key;
-  uint64_t count;
-};
-constexpr size_t kP2pSize = 1 << 16;
-P2pSlot g_p2p[kP2pSize];
-
 // --- pending requests ------------------------------------------------------------
 
 struct RequestSlot {
@@ -472,26 +446,6 @@ void CommNamed(MPI_Comm comm, const char* name) {
   if (index != fmt::kNoComm && name) SetCommLabel(index, name);
 }
 
-uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
-  // Sends and receives count apart: with two ranks, a send to and a receive
-  // from the same peer on the same tag are different streams.
-  uint64_t key = Combine(Combine(Combine(uint64_t(comm) + 1, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))),
-                         send ? 1 : 2);
-  if (key < 3) key += 3;
-  for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {
-    uint64_t k = __atomic_load_n(&g_p2p[i].key, __ATOMIC_ACQUIRE);
-    if (k == kEmpty) {
-      uint64_t expected = kEmpty;
-      if (__atomic_compare_exchange_n(&g_p2p[i].key, &expected, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        k = key;
-      } else {
-        k = expected;
-      }
-    }
-    if (k == key) return __atomic_add_fetch(&g_p2p[i].count, 1, __ATOMIC_RELAXED);
-  }
-  return 0;  // table full: unknown
-}
 
 void SequenceReceive(fmt::Record& r) {
   if (r.peer >= 0 && !(r.flags & fmt::kRecAnyTag)) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);

@@ -71,10 +71,6 @@ void CommFreeing(MPI_Comm comm);
 void CommNamed(MPI_Comm comm, const char* name);
 
 // --- sequence numbers --------------------------------------------------------
-// Per-(comm, peer, tag) point-to-point sequence numbers, 1-based. A send
-// counts under (comm, dest, tag); a receive under (comm, source, tag), so the
-// k-th send from A to B on a tag pairs with B's k-th receive from A on it.
-uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send);
 // A receive whose source and tag are known now gets its sequence number;
 // with a wildcard it gets 0 here and one at completion (ResolveReceive).
 void SequenceReceive(fmt::Record& r);

@@ -120,7 +120,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       fmt::kReadyMagic) {
     return fail("incomplete: its process died or is still starting before the file was laid out");
   }
-  if (h.section_count < fmt::kNumSections || h.section_count > fmt::kMaxSections) {
+  if (h.section_count < fmt::kMinSections || h.section_count > fmt::kMaxSections) {
     return fail("corrupt header (" + std::to_string(h.section_count) + " sections)");
   }
   if (h.file_size > size) {
@@ -292,6 +292,18 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
         st.frames.push_back(slot.frames[f]);
       }
       s.stacks.push_back(std::move(st));
+    }
+  }
+
+  // Interned names (kernel names of launch records); absent in old files.
+  if (h.section_count > fmt::kSecNames) {
+    if (const uint8_t* base = section(fmt::kSecNames, sizeof(fmt::NameEntry), "name table")) {
+      uint32_t n = std::min(load32(&live_counters->name_count), h.sections[fmt::kSecNames].count);
+      s.names.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const char* text = reinterpret_cast<const char*>(base + size_t(i) * h.sections[fmt::kSecNames].entry_size);
+        s.names.push_back(BoundedString(text, sizeof(fmt::NameEntry::text)));
+      }
     }
   }
   return s;

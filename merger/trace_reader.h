@@ -70,6 +70,7 @@ struct TraceSnapshot {
   std::vector<Event> events;        // every lane, ordered by time
   uint64_t events_lost = 0;         // overwritten by the ring wrapping
   uint64_t events_rejected = 0;     // being written, or torn: not accepted
+  std::vector<std::string> names;   // interned strings (kSecNames)
   std::vector<std::string> warnings;
 
   // Clock conversion (ClockInfo of the file).
@@ -84,6 +85,10 @@ struct TraceSnapshot {
   double SecondsInCall(uint64_t begin_ticks) const;
 
   std::string CallName(uint16_t call) const;
+  // The kernel name of a launch record (aux = name index + 1), or "".
+  std::string KernelName(const fmt::Record& r) const {
+    return r.aux > 0 && r.aux <= names.size() ? names[r.aux - 1] : std::string();
+  }
   const CallDesc* Call(uint16_t call) const;
   const CommInfo* Comm(uint16_t comm) const;
   // The communicator's label, or its id in hex.

@@ -43,6 +43,7 @@ bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* 
       {uint32_t(spec.threads.size()), sizeof(fmt::ThreadSlot)},
       {uint32_t(stacks), sizeof(fmt::StackSlot)},
       {uint32_t(spec.threads.size()) * lane, sizeof(fmt::Record)},
+      {0, sizeof(fmt::NameEntry)},
   };
   fmt::FileHeader h{};
   memcpy(h.magic, fmt::kMagic, 8);

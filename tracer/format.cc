@@ -137,6 +137,7 @@ const char* EventKindName(EventKind k) {
     case EventKind::kMark: return "MARK";
     case EventKind::kComplete: return "COMPLETE";
     case EventKind::kWatchdog: return "WATCHDOG";
+    case EventKind::kDevicePending: return "PENDING";
   }
   return "unknown";
 }

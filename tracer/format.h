@@ -113,8 +113,13 @@ enum class EventKind : uint8_t {
   kBegin = 1,     // a traced call was entered (or a nonblocking one posted)
   kEnd = 2,       // it returned (or the request it posted was retired)
   kMark = 3,      // a user annotation (hangtrace_mark)
-  kComplete = 4,  // the device finished the work of a call (aux: ring index)
+  kComplete = 4,  // the device finished the work of the kDevicePending
+                  // record whose `aux` (track id) it carries; written by
+                  // the poller thread, `tid` is the enqueuing thread's
   kWatchdog = 5,  // the watchdog found `aux` ms spent in the call in `seq`
+  kDevicePending = 6,  // an event was recorded on the stream (`handle`)
+                       // after the call described by this record; `aux` is
+                       // its track id (per process, from 1)
 };
 
 // Record::flags.
@@ -124,6 +129,8 @@ enum RecordFlags : uint8_t {
   kRecInGroup = 1u << 2,     // inside an NCCL group (aux: group id)
   kRecNested = 1u << 3,      // entered while another traced call was open
   kRecError = 1u << 4,       // result is an error code of the API
+  kRecPtsz = 1u << 5,        // a per-thread-default-stream variant (_ptsz,
+                             // _spt): a null `handle` is the thread's stream
 };
 
 // API-neutral datatypes. kOther: a derived or unknown type.
@@ -202,6 +209,9 @@ enum class StackStatus : uint32_t {
 enum Features : uint64_t {
   kFeatTscClock = 1ull << 0,
   kFeatStacks = 1ull << 1,   // in-process stack capture is armed
+  kFeatDeviceEvents = 1ull << 2,  // device completion is tracked: every
+                                  // kDevicePending gets a kComplete when the
+                                  // device finishes it
 };
 
 // ---------------------------------------------------------------------------
@@ -223,7 +233,9 @@ enum SectionId : uint32_t {
   kSecThreads = 4,
   kSecStacks = 5,
   kSecRing = 6,
-  kNumSections = 7,
+  kSecNames = 7,     // interned strings (kernel names), NameEntry
+  kNumSections = 8,
+  kMinSections = 7,  // files written before kSecNames existed
   kMaxSections = 16,
 };
 
@@ -238,7 +250,9 @@ struct Counters {
   uint32_t stack_round;     // increments with each stack capture round
   uint32_t stack_count;     // StackSlot entries filled in the current round
   uint64_t dropped;         // events not recorded: full tables, re-entry
-  uint64_t reserved[4];
+  uint32_t name_count;      // NameEntry slots published
+  uint32_t reserved1;
+  uint64_t reserved[3];
 };
 static_assert(sizeof(Counters) == 72);
 
@@ -470,6 +484,14 @@ static_assert(offsetof(StackSlot, frames) == 64);
 static_assert(sizeof(StackSlot) == 64 + 64 * kMaxFrames);
 
 // ---------------------------------------------------------------------------
+// Interned strings: kernel names. A launch record's `aux` is the index + 1
+// of its kernel's name here (0: unknown).
+struct NameEntry {
+  char text[64];  // NUL-terminated, truncated
+};
+static_assert(sizeof(NameEntry) == 64);
+
+// ---------------------------------------------------------------------------
 // Defaults of the runtime (the reader never relies on them: it reads the
 // section table).
 inline constexpr uint32_t kDefaultLaneSlots = 1u << 16;  // 4 MiB per lane
@@ -478,6 +500,7 @@ inline constexpr uint32_t kMaxComms = 4096;
 inline constexpr uint32_t kMaxMembers = 1u << 18;
 inline constexpr uint32_t kMaxThreads = 64;
 inline constexpr uint32_t kMaxStacks = 128;
+inline constexpr uint32_t kMaxNames = 4096;
 
 // Neutral names, for readers and reports.
 const char* OpName(Op op);

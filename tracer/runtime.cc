@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tracer/hash.h"
 #include "tracer/internal.h"
 #include "tracer/procfs.h"
 
@@ -36,7 +37,7 @@ Config& Settings() {
   return *config;
 }
 TraceFile g_file_storage;          // the file of this process (no heap)
-pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;  // call table only
+pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;  // call and name tables
 pthread_key_t g_thread_key;
 bool g_once_done = false;
 
@@ -209,10 +210,14 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
       {fmt::kMaxThreads, sizeof(fmt::ThreadSlot)},
       {fmt::kMaxStacks, sizeof(fmt::StackSlot)},
       {fmt::kMaxThreads * c.ring_slots, sizeof(fmt::Record)},
+      {fmt::kMaxNames, sizeof(fmt::NameEntry)},
   };
   fmt::Section sections[fmt::kNumSections];
+  // The ring goes last: everything before it is allocated up front.
+  const uint32_t order[fmt::kNumSections] = {fmt::kSecProcess, fmt::kSecCalls,   fmt::kSecComms, fmt::kSecMembers,
+                                             fmt::kSecThreads, fmt::kSecStacks, fmt::kSecNames, fmt::kSecRing};
   uint64_t off = fmt::kHeaderSize;
-  for (uint32_t i = 0; i < fmt::kNumSections; ++i) {
+  for (uint32_t i : order) {
     sections[i] = {off, layout[i].count, layout[i].entry};
     off = AlignUp(off + uint64_t(layout[i].count) * layout[i].entry, 4096);
   }
@@ -252,6 +257,7 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   f->threads = reinterpret_cast<fmt::ThreadSlot*>(at(fmt::kSecThreads));
   f->stacks = reinterpret_cast<fmt::StackSlot*>(at(fmt::kSecStacks));
   f->ring = reinterpret_cast<fmt::Record*>(at(fmt::kSecRing));
+  f->names = reinterpret_cast<fmt::NameEntry*>(at(fmt::kSecNames));
   f->lane_slots = c.ring_slots;
   f->thread_capacity = fmt::kMaxThreads;
 
@@ -393,6 +399,59 @@ bool RecordEvent(fmt::Record& r, fmt::EventKind kind) {
   r.kind = uint8_t(kind);
   LaneWrite(t.lane, t.lane_mask, &t.slot->head, r);
   return true;
+}
+
+namespace {
+// Point-to-point sequence numbers: a lock-free table keyed by
+// (comm, peer, tag, direction), shared by the MPI and NCCL wrappers.
+
+struct P2pSlot {
+  uint64_t key;
+  uint64_t count;
+};
+constexpr uint64_t kP2pEmpty = 0;
+constexpr size_t kP2pSize = 1 << 16;
+P2pSlot g_p2p[kP2pSize];
+
+}  // namespace
+
+uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
+  // Sends and receives count apart: with two ranks, a send to and a receive
+  // from the same peer on the same tag are different streams.
+  uint64_t key = Combine(Combine(Combine(uint64_t(comm) + 1, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))),
+                         send ? 1 : 2);
+  if (key < 3) key += 3;
+  for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {
+    uint64_t k = __atomic_load_n(&g_p2p[i].key, __ATOMIC_ACQUIRE);
+    if (k == kP2pEmpty) {
+      uint64_t expected = kP2pEmpty;
+      if (__atomic_compare_exchange_n(&g_p2p[i].key, &expected, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        k = key;
+      } else {
+        k = expected;
+      }
+    }
+    if (k == key) return __atomic_add_fetch(&g_p2p[i].count, 1, __ATOMIC_RELAXED);
+  }
+  return 0;  // table full: unknown
+}
+
+uint32_t InternName(const char* text) {
+  TraceFile* f = g_trace;
+  if (!f || !text) return 0;
+  pthread_mutex_lock(&g_table_lock);
+  uint32_t n = f->header->counters.name_count;
+  uint32_t found = 0;
+  for (uint32_t i = 0; i < n && !found; ++i) {
+    if (strncmp(f->names[i].text, text, sizeof(f->names[i].text) - 1) == 0) found = i + 1;
+  }
+  if (!found && n < f->header->sections[fmt::kSecNames].count) {
+    CopyString(f->names[n].text, sizeof(f->names[n].text), text);
+    __atomic_store_n(&f->header->counters.name_count, n + 1, __ATOMIC_RELEASE);
+    found = n + 1;
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  return found;
 }
 
 uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags) {

@@ -32,6 +32,7 @@ struct TraceFile {
   fmt::ThreadSlot* threads = nullptr;
   fmt::StackSlot* stacks = nullptr;
   fmt::Record* ring = nullptr;
+  fmt::NameEntry* names = nullptr;
   uint32_t lane_slots = 0;
   uint32_t thread_capacity = 0;
   char path[4096] = {};
@@ -144,6 +145,13 @@ inline uint64_t NextCollSeq(uint16_t comm) {
   __atomic_store_n(seq, v, __ATOMIC_RELEASE);
   return v;
 }
+// Per-(comm, peer, tag) point-to-point sequence numbers, 1-based. A send
+// counts under (comm, dest, tag); a receive under (comm, source, tag), so the
+// k-th send from A to B on a tag pairs with B's k-th receive from A on it.
+uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send);
+// Interns a string (a kernel name) in the file's name table; returns its
+// index + 1, or 0 when untraced or the table is full. Slow path.
+uint32_t InternName(const char* text);
 // Bumps and returns the comm's creation counter (for derived comm ids).
 uint32_t NextChildCounter(uint16_t comm);
 

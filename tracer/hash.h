@@ -1,0 +1,33 @@
+// The hashes behind communicator ids and the lock-free tables of the
+// wrappers. Ids must agree on every rank, so these never change.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hangtrace {
+
+inline uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+inline uint64_t Combine(uint64_t h, uint64_t v) { return Mix(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
+
+inline uint64_t HashBytes(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {  // FNV-1a
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+inline uint64_t HashString(const char* s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; ++s) h = (h ^ uint8_t(*s)) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace hangtrace
