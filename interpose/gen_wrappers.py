@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Generates the MPI wrappers from interpose/mpi.spec.
+"""Generates the wrappers from the call tables.
 
-usage: gen_wrappers.py SPEC OUT.cc
+usage: gen_wrappers.py SPEC OUT.cc                     (MPI: mpi.spec)
+       gen_wrappers.py gpu SPEC API OUT.cc OUT.h       (gpu.spec, API nccl|cuda|hip)
 
 Each spec line `name | op | kind | parameters` becomes:
   * an entry of the call table written into every trace file (name, neutral
@@ -11,6 +12,14 @@ Each spec line `name | op | kind | parameters` becomes:
     roles and then runs the template of its kind, calling the real PMPI_
     function found at first use.
 The hand-written logic the templates call lives in mpi_support.{h,cc}.
+
+For gpu.spec (one API at a time, since the CUDA and HIP headers cannot meet
+in one translation unit) each line becomes the same three things, plus an
+entry of the symbol table that the dlsym, cuGetProcAddress and
+hipGetProcAddress wrappers consult, so a function pointer handed out by a
+lookup is wrapped exactly like a direct call. The hand-written logic lives in
+gpu_support.{h,cc} and gpu_<api>.cc; OUT.h declares the After_<name> hooks
+that gpu_<api>.cc defines.
 """
 import re
 import sys
@@ -52,12 +61,12 @@ ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "tag", "recvpeer", "
 
 
 class Param:
-    def __init__(self, text):
+    def __init__(self, text, roles=ROLES):
         text = text.strip()
         self.role = None
         if "@" in text:
             text, self.role = [t.strip() for t in text.split("@")]
-            if self.role not in ROLES:
+            if self.role not in roles:
                 raise ValueError(f"unknown role '{self.role}' in '{text}'")
         self.text = text
         m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*(\[\])?$", text)
@@ -270,6 +279,8 @@ def generate(calls):
 
 
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "gpu":
+        return gpu_main(*sys.argv[2:])
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     calls = []
@@ -288,6 +299,219 @@ def main():
         sys.exit(f"{sys.argv[1]}: calls listed twice: {', '.join(sorted(dup))}")
     with open(sys.argv[2], "w") as f:
         f.write(generate(calls))
+
+
+# --- gpu.spec -------------------------------------------------------------------
+
+GPU_API = {"nccl": "kNccl", "cuda": "kCuda", "hip": "kHip"}
+GPU_HEADERS = {
+    "nccl": ["<nccl.h>"],
+    "cuda": ["<cuda.h>", "<cuda_runtime_api.h>"],
+    "hip": ["<hip/hip_runtime_api.h>"],
+}
+GPU_OPS = dict(OPS, kernel="kKernel", sync="kSync", group="kGroup")
+GPU_KIND_FLAGS = {
+    "coll": ["kCallCollective"], "send": ["kCallP2p"], "recv": ["kCallP2p"],
+    "gstart": [], "gend": ["kCallBlocking"], "hook": ["kCallBlocking"],
+    "seqhook": ["kCallCollective", "kCallBlocking"], "poll": [], "launch": [],
+    "sync": ["kCallBlocking"],
+}
+GPU_ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "stream", "newcomm", "func", "cufunc",
+             "hipfunc", "grid", "block", "gx", "gy", "gz", "bx", "by", "bz", "cfg", "cucfg"}
+# What a wrapper returns when the real function cannot be found at all.
+GPU_NOT_FOUND = {
+    "ncclResult_t": "ncclSystemError",
+    "cudaError_t": "cudaErrorSharedObjectSymbolNotFound",
+    "CUresult": "CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND",
+    "hipError_t": "hipErrorSharedObjectSymbolNotFound",
+}
+
+
+class GpuCall:
+    def __init__(self, index, line, by_name):
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) != 6:
+            raise ValueError(f"expected 'api | name | op | kind | return | parameters': {line}")
+        self.index = index
+        self.api, self.name, self.op, kind, self.ret, params = fields
+        kind = kind.split()
+        self.kind, self.ptsz = kind[0], "ptsz" in kind[1:]
+        if self.api not in GPU_API:
+            raise ValueError(f"{self.name}: unknown api '{self.api}'")
+        if self.op not in GPU_OPS:
+            raise ValueError(f"{self.name}: unknown op '{self.op}'")
+        if self.kind not in GPU_KIND_FLAGS:
+            raise ValueError(f"{self.name}: unknown kind '{self.kind}'")
+        if self.ret not in GPU_NOT_FOUND:
+            raise ValueError(f"{self.name}: unknown return type '{self.ret}'")
+        self.base = self.name
+        if params.startswith("="):
+            base = params[1:].strip()
+            if base not in by_name:
+                raise ValueError(f"{self.name}: '= {base}' names no earlier line")
+            self.base = base
+            self.params = by_name[base].params
+        else:
+            self.params = [Param(p, GPU_ROLES) for p in params.split(",")] if params else []
+        self.roles = {p.role: p.name for p in self.params if p.role}
+
+    def flags(self):
+        f = list(GPU_KIND_FLAGS[self.kind])
+        if "root" in self.roles:
+            f.append("kCallRooted")
+        return " | ".join(f"fmt::{x}" for x in f) or "0"
+
+    def args(self):
+        return ", ".join(p.name for p in self.params)
+
+    def proto(self):
+        return ", ".join(p.text for p in self.params) or "void"
+
+
+GPU_ROLE_CODE = [
+    ("comm", "r.comm = NcclComm({});"),
+    ("count", "r.count = uint64_t({});"),
+    ("dtype", "r.dtype = NcclDtype(int({}));"),
+    ("redop", "r.redop = NcclRedop(int({}));"),
+    ("root", "r.peer = {};"),
+    ("peer", "r.peer = {};"),
+    ("stream", "r.handle = uint64_t(uintptr_t({}));"),
+    ("func", "r.aux = HostFuncName({});"),
+    ("cufunc", "r.aux = CudaFunctionName({});"),
+    ("hipfunc", "r.aux = HipFunctionName({});"),
+    ("grid", "r.count = uint64_t({0}.x) * {0}.y * {0}.z;"),
+    ("block", "r.tag = int32_t({0}.x * {0}.y * {0}.z);"),
+    ("cfg", "if ({0}) {{\n  r.count = uint64_t({0}->gridDim.x) * {0}->gridDim.y * {0}->gridDim.z;\n"
+            "  r.tag = int32_t({0}->blockDim.x * {0}->blockDim.y * {0}->blockDim.z);\n"
+            "  r.handle = uint64_t(uintptr_t({0}->stream));\n}}"),
+    ("cucfg", "if ({0}) {{\n  r.count = uint64_t({0}->gridDimX) * {0}->gridDimY * {0}->gridDimZ;\n"
+              "  r.tag = int32_t({0}->blockDimX * {0}->blockDimY * {0}->blockDimZ);\n"
+              "  r.handle = uint64_t(uintptr_t({0}->hStream));\n}}"),
+]
+
+
+def gpu_role_assignments(c):
+    out = [code.format(c.roles[role]) for role, code in GPU_ROLE_CODE if role in c.roles]
+    if "gx" in c.roles:
+        out.append(f"r.count = uint64_t({c.roles['gx']}) * {c.roles['gy']} * {c.roles['gz']};")
+    if "bx" in c.roles:
+        out.append(f"r.tag = int32_t({c.roles['bx']} * {c.roles['by']} * {c.roles['bz']});")
+    if c.ptsz:
+        out.append("r.flags |= fmt::kRecPtsz;")
+    return out
+
+
+def hook_decl(c):
+    ret = "bool" if c.kind == "poll" else "void"
+    params = ", ".join(["fmt::Record& r", f"{c.ret} ret"] + [p.text for p in c.params])
+    return f"{ret} After_{c.name}({params})"
+
+
+def gpu_body(c):
+    a = c.args()
+    k = c.kind
+    device = f"Device::{c.api.capitalize()}"
+    call = f"{c.ret} ret = real({a});"
+    if k in ("coll", "send", "recv"):
+        head = {"coll": "r.seq = NextCollSeq(r.comm);",
+                "send": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, true);",
+                "recv": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, false);"}[k]
+        return (f"{head}\nInGroup(r);\nbool rec = CallBegin(r);\n{call}\n"
+                f"if (rec && NcclAccepted(int(ret))) NcclEnqueued(r);\n"
+                f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
+    if k == "gstart":
+        return f"bool rec = CallBegin(r);\n{call}\nif (ret == 0) GroupOpened();\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+    if k == "gend":
+        return (f"bool rec = CallBegin(r);\n{call}\nGroupClosed(NcclAccepted(int(ret)));\n"
+                f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
+    if k in ("hook", "seqhook"):
+        head = "r.seq = NextCollSeq(r.comm);\n" if k == "seqhook" else ""
+        return (f"{head}bool rec = CallBegin(r);\n{call}\nAfter_{c.name}(r, ret{', ' + a if a else ''});\n"
+                f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
+    if k == "poll":
+        return (f"{call}\nif (After_{c.name}(r, ret{', ' + a if a else ''})) {{\n"
+                f"  bool rec = CallBegin(r);\n  CallEnd(r, r.result, rec);\n}}\nreturn ret;")
+    if k == "launch":
+        return (f"bool rec = CallBegin(r);\n{call}\nif (rec && ret == 0) Launched(r, {device});\n"
+                f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
+    if k == "sync":
+        return f"bool rec = CallBegin(r);\n{call}\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+    raise ValueError(k)
+
+
+def gpu_generate(calls, api, header_name):
+    mine = [c for c in calls if c.api == api]
+    out = [
+        f"// Generated by interpose/gen_wrappers.py from interpose/gpu.spec ({api}). Do not edit.",
+        *[f"#include {h}" for h in GPU_HEADERS[api]],
+        f'#include "{header_name}"',
+        '#include "interpose/gpu_support.h"',
+        "",
+        "using namespace hangtrace;",
+        "using namespace hangtrace::gpu;",
+        "",
+        f"static uint16_t g_call[{len(mine)}];",
+        f"extern const GpuSymbol k{api.capitalize()}Symbols[{len(mine)}];",
+        "",
+    ]
+    for i, c in enumerate(mine):
+        out.append(f"static {c.ret} (*g_real_{c.name})({c.proto()});")
+        out.append(f'extern "C" __attribute__((visibility("default"))) {c.ret} {c.name}({c.proto()}) {{')
+        out.append(f"  auto real = Real(g_real_{c.name}, k{api.capitalize()}Symbols[{i}]);")
+        out.append(f"  if (!real) return {GPU_NOT_FOUND[c.ret]};")
+        out.append(f"  if (!Tracing()) return real({c.args()});")
+        out.append(f"  fmt::Record r = NewRecord(g_call[{i}]);")
+        out += ["  " + l for a in gpu_role_assignments(c) for l in a.split("\n")]
+        out.append(indent(gpu_body(c)))
+        out.append("}")
+        out.append("")
+    out.append(f"const GpuSymbol k{api.capitalize()}Symbols[{len(mine)}] = {{")
+    for i, c in enumerate(mine):
+        out.append(f'    {{"{c.name}", "{c.base}", fmt::Api::{GPU_API[api]}, fmt::Op::{GPU_OPS[c.op]}, '
+                   f"uint8_t({c.flags()}), {'true' if c.ptsz else 'false'}, "
+                   f"reinterpret_cast<void*>(static_cast<{c.ret} (*)({c.proto()})>(&{c.name})), "
+                   f"reinterpret_cast<void**>(&g_real_{c.name}), &g_call[{i}]}},")
+    out.append("};")
+    out.append("")
+    out.append(f"void hangtrace::gpu::Register{api.capitalize()}Calls() {{ RegisterSymbols(k{api.capitalize()}Symbols, {len(mine)}); }}")
+    return "\n".join(out) + "\n"
+
+
+def gpu_hooks_header(calls, api):
+    mine = [c for c in calls if c.api == api and c.kind in ("hook", "seqhook", "poll")]
+    out = [f"// Generated by interpose/gen_wrappers.py from interpose/gpu.spec ({api}). Do not edit.",
+           "// The hand-written hooks of the generated wrappers, defined in interpose/gpu_" + api + ".cc.",
+           "#pragma once",
+           '#include "tracer/format.h"',
+           "",
+           "namespace hangtrace::gpu {"]
+    out += [hook_decl(c) + ";" for c in mine]
+    out.append("}  // namespace hangtrace::gpu")
+    return "\n".join(out) + "\n"
+
+
+def gpu_main(spec, api, out_cc, out_h):
+    if api not in GPU_API:
+        sys.exit(f"unknown api '{api}' (nccl, cuda or hip)")
+    calls, by_name = [], {}
+    with open(spec) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                c = GpuCall(len(calls), line, by_name)
+            except ValueError as e:
+                sys.exit(f"{spec}:{n}: {e}")
+            if c.name in by_name:
+                sys.exit(f"{spec}:{n}: {c.name} listed twice")
+            by_name[c.name] = c
+            calls.append(c)
+    import os
+    with open(out_h, "w") as f:
+        f.write(gpu_hooks_header(calls, api))
+    with open(out_cc, "w") as f:
+        f.write(gpu_generate(calls, api, os.path.basename(out_h)))
 
 
 if __name__ == "__main__":

@@ -97,6 +97,13 @@ Config Config::FromEnvironment() {
   if (const char* v = Env("HANGTRACE_BLOCKING")) {
     if (!ParseBlockingMode(v, &c.blocking)) bad("HANGTRACE_BLOCKING", v, "off, coll, kernels or all");
   }
+  if (const char* v = Env("HANGTRACE_DEVICE_EVENTS")) {
+    std::string t = v;
+    if (t == "all" || t == "1") c.device_events = DeviceEvents::kAll;
+    else if (t == "coll") c.device_events = DeviceEvents::kColl;
+    else if (t == "off" || t == "0") c.device_events = DeviceEvents::kOff;
+    else bad("HANGTRACE_DEVICE_EVENTS", v, "all, coll or off");
+  }
   if (const char* v = Env("HANGTRACE_RING")) {
     char* end = nullptr;
     errno = 0;

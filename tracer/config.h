@@ -21,6 +21,10 @@ namespace hangtrace {
     "Blocking-launch mode of the CUDA/NCCL wrappers: off, coll, kernels or "  \
     "all. Synchronizes the stream after each traced collective and/or "       \
     "kernel launch (a selective, recorded CUDA_LAUNCH_BLOCKING=1).")          \
+  X(device_events, "HANGTRACE_DEVICE_EVENTS", "all",                          \
+    "Device completion of the CUDA/HIP/NCCL wrappers: all (collectives and "  \
+    "kernel launches), coll (collectives only: cheaper launches) or off. An " \
+    "event is recorded after each; a poller thread notes when it fires.")     \
   X(ring, "HANGTRACE_RING", "65536",                                           \
     "Event slots (64 bytes each) of each thread's lane of the ring, rounded " \
     "up to a power of two, 1024 at least.")                                    \
@@ -37,11 +41,13 @@ namespace hangtrace {
     "1: no watchdog lines on stderr (errors still print).")
 
 enum class BlockingMode : uint8_t { kOff = 0, kColl = 1, kKernels = 2, kAll = 3 };
+enum class DeviceEvents : uint8_t { kOff = 0, kColl = 1, kAll = 2 };
 
 struct Config {
   std::string dir;          // expanded: $USER replaced
   double timeout_s = 120;   // 0: watchdog off
   BlockingMode blocking = BlockingMode::kOff;
+  DeviceEvents device_events = DeviceEvents::kAll;
   uint32_t ring_slots = 65536;  // power of two
   bool stacks = true;
   bool off = false;
