@@ -225,6 +225,7 @@ void Track(const fmt::Record& r, const Backend* b) {
     return;
   }
   slot->rec = r;
+  slot->rec.result = int32_t(r.aux);  // the call's own aux (kernel name, group id)
   slot->rec.aux = __atomic_add_fetch(&g_track_ids, 1, __ATOMIC_RELAXED);
   slot->rec.flags &= uint8_t(~fmt::kRecInGroup);
   RecordEvent(slot->rec, fmt::EventKind::kDevicePending);

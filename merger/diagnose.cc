@@ -97,6 +97,8 @@ std::string DescribeCall(const Job& job, const CallPoint& c) {
   }
   if (c.peer == fmt::kAnyPeer) out += " peer ANY";
   if ((c.call_flags & fmt::kCallP2p) && c.tag >= 0) out += " tag " + std::to_string(c.tag);
+  if (c.kernel >= 0) out += " kernel " + job.names[size_t(c.kernel)];
+  if (c.on_device) out += " (enqueued; the device never finished it)";
   return out;
 }
 
@@ -299,7 +301,10 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   };
   auto never_entered = [&](int32_t r) {
     const Group* w = waiter_of(r);
-    return w ? "never entered " + DescribeCall(job, w->call) : std::string("is waited for");
+    if (!w) return std::string("is waited for");
+    CallPoint call = w->call;
+    call.on_device = false;  // what it never entered is the call itself
+    return "never entered " + DescribeCall(job, call);
   };
   bool deadlock = false, mismatch_hang = false, crash = false, stuck_complete = false, missing_blamed = false;
   for (int s = 0; s < ncomp; ++s) {
@@ -331,6 +336,18 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
           }
           if (v.state == RankState::kMissing) missing_blamed = true;
           blame(r, why);
+        }
+      } else if (!IsCollective(k.call) && !IsP2p(k.call) && k.call.op != fmt::Op::kWait &&
+                 k.call.op != fmt::Op::kProbe && k.call.op != fmt::Op::kCommMgmt) {
+        // Waited for, and inside something that waits for no rank: a kernel
+        // its device never finished, or a host call that does not return.
+        for (int32_t r : k.ranks.Ranks()) {
+          if (!waited.Contains(r)) continue;
+          const RankView& v = job.ranks[size_t(r)];
+          CallPoint call = v.current;
+          call.on_device = false;
+          blame(r, never_entered(r) + (v.current.on_device ? "; its device never finished " : "; blocked in ") +
+                       DescribeCall(job, call) + ", which waits for no rank");
         }
       } else if (has_waiter) {
         // Everyone it waits for is in the call with it, yet it did not

@@ -168,6 +168,13 @@ class Loader {
       c.handle = r.handle;
       c.begin_real_ns = s.TicksToRealNs(r.ticks);
       c.seconds = s.SecondsInCall(r.ticks);
+      if (c.op == fmt::Op::kKernel) {
+        std::string k = s.KernelName(r);
+        if (!k.empty()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          c.kernel = job_->Intern(Demangle(k.c_str()));
+        }
+      }
       return c;
     };
 
@@ -205,6 +212,7 @@ class Loader {
     // Every collective BEGIN against the first signature seen at its
     // (comm, seq): an array index, never a comparison between ranks.
     std::unordered_map<uint64_t, fmt::Record> open_requests;
+    std::unordered_map<uint32_t, fmt::Record> device_pending;  // track id -> DEVICE_PENDING
     for (const Event& e : s.events) {
       const fmt::Record& r = e.rec;
       const CallDesc* d = s.Call(r.call);
@@ -221,6 +229,8 @@ class Loader {
         if (slot.first < 0) slot = {p.rank, sig};
         else if (!(slot.second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
       }
+      if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
+      if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
       if (d->flags & fmt::kCallNonblocking) {
         if (r.kind == uint8_t(fmt::EventKind::kBegin)) open_requests[r.handle] = r;
         if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
@@ -229,6 +239,7 @@ class Loader {
     for (const auto& [handle, r] : open_requests) {
       if (v.pending.size() < 16) v.pending.push_back(point(r));
     }
+    if (s.header.features & fmt::kFeatDeviceEvents) PlaceOnDevice(s, device_pending, point, &v);
     for (const StackInfo& st : s.stacks) {
       std::vector<std::string> frames;
       for (const fmt::StackFrame& f : st.frames) {
@@ -243,6 +254,38 @@ class Loader {
   }
 
  private:
+  // Device completion: a rank whose host is not inside a communication call
+  // (it waits in a stream sync, launches more work, or computes) but whose
+  // device never finished some enqueued work is where that work is: the
+  // oldest unfinished operation is its position. Work queued behind it on
+  // the same stream has not started, so collectives there are not entered.
+  template <typename Point>
+  static void PlaceOnDevice(const TraceSnapshot& s, const std::unordered_map<uint32_t, fmt::Record>& pending,
+                            const Point& point, RankView* v) {
+    v->device_pending = uint32_t(pending.size());
+    if (pending.empty()) return;
+    bool host_communicating = v->state == RankState::kInCall && v->current.comm >= 0 &&
+                              (v->current.call_flags & (fmt::kCallCollective | fmt::kCallP2p));
+    if (host_communicating || (v->state != RankState::kInCall && v->state != RankState::kCompute)) return;
+    const fmt::Record* oldest = nullptr;
+    for (const auto& [id, r] : pending) {
+      if (!oldest || r.ticks < oldest->ticks || (r.ticks == oldest->ticks && r.aux < oldest->aux)) oldest = &r;
+    }
+    if (v->state == RankState::kInCall) v->host_call = v->current;
+    v->current = point(*oldest);
+    v->current.on_device = true;
+    v->state = RankState::kInCall;
+    for (const auto& [id, r] : pending) {
+      if (&r == oldest || r.handle != oldest->handle || r.ticks < oldest->ticks) continue;
+      const CallDesc* d = s.Call(r.call);
+      if (!d || !(d->flags & fmt::kCallCollective) || !r.seq) continue;
+      CallPoint q = point(r);
+      for (auto& [comm, entered] : v->entered) {
+        if (comm == q.comm && entered >= q.seq) entered = q.seq - 1;
+      }
+    }
+  }
+
   // g: mu_ held.
   int32_t AddComm(const CommInfo& c, int32_t rank) {
     auto [it, inserted] = job_->comm_index.emplace(c.entry.id, int32_t(job_->comms.size()));

@@ -40,6 +40,10 @@ struct CallPoint {
   uint64_t handle = 0;
   int64_t begin_real_ns = 0;
   double seconds = 0;      // from its begin to the last moment the file vouches for
+  // The host returned (the work was enqueued on a stream) but the device
+  // never finished it: the rank's position is on the device, not the host.
+  bool on_device = false;
+  int32_t kernel = -1;     // interned kernel name of a launch (Job::names), -1 none
 };
 
 struct RankView {
@@ -54,6 +58,11 @@ struct RankView {
   double silent_s = 0;            // heartbeat age against the job's newest one
   CallPoint current;        // the call it is in (kInCall)
   CallPoint previous;       // the last call it returned from before that
+  // With device completion: where the host thread is while `current` is
+  // the oldest work its device never finished (cudaStreamSynchronize,
+  // a later launch; invalid when the host is outside any traced call).
+  CallPoint host_call;
+  uint32_t device_pending = 0;  // operations enqueued and not finished
   std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
   std::vector<CallPoint> pending;   // nonblocking posts never completed
   std::vector<std::vector<std::string>> stacks;  // per thread, innermost frame first

@@ -172,6 +172,8 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
       o["seq"] = 0;
     }
     o["in_call_s"] = g.state == RankState::kInCall ? g.in_call_s : 0.0;
+    if (g.state == RankState::kInCall && g.call.on_device) o["on_device"] = true;
+    if (g.call.kernel >= 0) o["kernel"] = job.names[size_t(g.call.kernel)];
     o["waiting_for"] = g.waiting_for.ToString();
     o["hosts"] = g.hosts;
     j["groups"].push_back(o);

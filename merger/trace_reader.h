@@ -87,7 +87,9 @@ struct TraceSnapshot {
   std::string CallName(uint16_t call) const;
   // The kernel name of a launch record (aux = name index + 1), or "".
   std::string KernelName(const fmt::Record& r) const {
-    return r.aux > 0 && r.aux <= names.size() ? names[r.aux - 1] : std::string();
+    bool device = r.kind == uint8_t(fmt::EventKind::kDevicePending) || r.kind == uint8_t(fmt::EventKind::kComplete);
+    uint64_t n = device ? uint64_t(uint32_t(r.result)) : r.aux;
+    return n > 0 && n <= names.size() ? names[n - 1] : std::string();
   }
   const CallDesc* Call(uint16_t call) const;
   const CommInfo* Comm(uint16_t comm) const;

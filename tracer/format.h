@@ -119,7 +119,8 @@ enum class EventKind : uint8_t {
   kWatchdog = 5,  // the watchdog found `aux` ms spent in the call in `seq`
   kDevicePending = 6,  // an event was recorded on the stream (`handle`)
                        // after the call described by this record; `aux` is
-                       // its track id (per process, from 1)
+                       // its track id (per process, from 1) and `result`
+                       // the call's own aux (kernel name index + 1)
 };
 
 // Record::flags.
