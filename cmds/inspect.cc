@@ -45,9 +45,23 @@ std::string Describe(const TraceSnapshot& s, const fmt::Record& r) {
     snprintf(h, sizeof(h), " request %llx", static_cast<unsigned long long>(r.handle));
     out += h;
   }
-  if (r.count) out += " count " + std::to_string(r.count);
+  const bool launch = c && fmt::Op(c->op) == fmt::Op::kKernel;
+  if (launch) {
+    std::string k = s.KernelName(r);
+    out += " kernel " + (k.empty() ? std::string("?") : k) + " blocks " + std::to_string(r.count) + " x " +
+           std::to_string(r.tag);
+  } else if (r.count) {
+    out += " count " + std::to_string(r.count);
+  }
   if (r.dtype) out += std::string(" ") + fmt::DtypeName(fmt::Dtype(r.dtype));
   if (r.redop) out += std::string(" ") + fmt::RedopName(fmt::Redop(r.redop));
+  if (c && (launch || fmt::Op(c->op) == fmt::Op::kSync || fmt::Api(c->api) == fmt::Api::kNccl) && r.handle) {
+    char h[40];
+    snprintf(h, sizeof(h), " stream %llx", static_cast<unsigned long long>(r.handle));
+    out += h;
+  }
+  if (r.flags & fmt::kRecPtsz) out += " (per-thread stream)";
+  if (r.flags & fmt::kRecInGroup) out += " group " + std::to_string(r.aux);
   return out;
 }
 
@@ -116,7 +130,7 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   for (const ThreadInfo& t : s.threads) {
     printf("  tid %u \"%s\"", t.tid, t.name.c_str());
     if (t.tracer) {
-      printf(": hangtrace's watchdog thread\n");
+      printf(": hangtrace's own thread (%s)\n", t.name == "hangtrace-dev" ? "device completion poller" : "heartbeat, watchdog");
     } else if (t.in_call) {
       printf(": IN %s for %.1f s (since %+.3f s)%s%s\n", Describe(s, t.current).c_str(),
              s.SecondsInCall(t.current.ticks), s.Seconds(p.clock.start_ticks, t.current.ticks),
@@ -168,6 +182,9 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
     std::string extra;
     if (r.kind == uint8_t(fmt::EventKind::kEnd) && r.result) extra = " -> " + std::to_string(r.result);
     if (r.kind == uint8_t(fmt::EventKind::kWatchdog)) extra = " (" + std::to_string(r.aux) + " ms in call)";
+    if (r.kind == uint8_t(fmt::EventKind::kDevicePending) || r.kind == uint8_t(fmt::EventKind::kComplete)) {
+      extra = " [device op " + std::to_string(r.aux) + "]";
+    }
     printf("  %+11.6f  tid %-7u %-8s %s%s\n", s.Seconds(p.clock.start_ticks, r.ticks), r.tid,
            fmt::EventKindName(fmt::EventKind(r.kind)), Describe(s, r).c_str(), extra.c_str());
   }

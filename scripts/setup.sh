@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev           # reports, command line
   libgtest-dev libbenchmark-dev             # tests, bench/
   python3-minimal                           # generates the wrappers from interpose/*.spec
+  libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
 )
 
 missing=()

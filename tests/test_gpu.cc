@@ -239,5 +239,30 @@ TEST(Gpu, ARankCallingADifferentCollectiveIsAMismatch) {
   EXPECT_EQ(j["mismatches"][0]["comm"], "ncclworld");
 }
 
+#ifdef HT_HIP_PROG
+TEST(Gpu, HipLaunchesAndTheSptVariant) {
+  TempDir dir;
+  ProgramResult r = RunGpu(dir, {HT_HIP_PROG}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  TraceSnapshot s = OnlyFile(dir);
+  auto n = Begins(s);
+  EXPECT_EQ(n["hipLaunchKernel"], 1);
+  EXPECT_EQ(n["hipLaunchKernel_spt"], 1);  // reached through hipGetProcAddress
+  EXPECT_EQ(n["hipModuleLaunchKernel"], 1);
+  EXPECT_EQ(n["hipStreamSynchronize"], 1);
+  std::set<std::string> kernels;
+  int pending = 0, complete = 0;
+  for (const Event& e : s.events) {
+    if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) kernels.insert(s.KernelName(e.rec));
+    pending += e.rec.kind == uint8_t(fmt::EventKind::kDevicePending);
+    complete += e.rec.kind == uint8_t(fmt::EventKind::kComplete);
+  }
+  EXPECT_TRUE(kernels.count("hip_quick"));
+  EXPECT_TRUE(kernels.count("module_kernel"));
+  EXPECT_EQ(pending, 3);
+  EXPECT_EQ(complete, 3);
+}
+#endif
+
 }  // namespace
 }  // namespace hangtrace
