@@ -8,6 +8,7 @@ int InspectCommand(int argc, char** argv);  // inspect.cc
 int EnvCommand(int argc, char** argv);      // env.cc
 int AnalyzeCommand(int argc, char** argv);  // analyze.cc
 int SimulateCommand(int argc, char** argv);  // simulate.cc
+int DumpCommand(int argc, char** argv);      // dump.cc
 
 struct CommandEntry {
   const char* name;

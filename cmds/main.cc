@@ -15,6 +15,8 @@ const CommandEntry kCommands[] = {
      SimulateCommand},
     {"inspect", "show what trace files hold: process, threads, current calls, stacks, events",
      InspectCommand},
+    {"dump", "on a node: snapshot the traced processes of a job, with every thread's native stack",
+     DumpCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
 };
 

@@ -1,6 +1,9 @@
 // LoadJob: one pass over every trace file, in parallel, into a Job.
 #include <cxxabi.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -250,10 +253,53 @@ class Loader {
       v.stacks.push_back(std::move(frames));
       v.stack_tids.push_back(st.tid);
     }
+    // A dump folder (hangtrace dump) holds newer stacks, read from outside
+    // the process: they replace what the process captured itself.
+    if (const DumpedProcess* dumped = DumpedStacks(path, p.pid)) {
+      v.stacks = dumped->stacks;
+      v.stack_tids = dumped->tids;
+      v.dump_state = dumped->state;
+    }
     out->ranks.push_back(std::move(v));
   }
 
  private:
+  struct DumpedProcess {
+    std::vector<std::vector<std::string>> stacks;
+    std::vector<uint32_t> tids;
+    std::string state;  // /proc state letter when dumped
+  };
+  // The node.json beside a trace file, read once per folder.
+  const DumpedProcess* DumpedStacks(const std::string& trace_path, int32_t pid) {
+    std::string folder = trace_path.substr(0, trace_path.find_last_of('/') + 1);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = dumps_.emplace(folder, std::unordered_map<int32_t, DumpedProcess>());
+    if (fresh) {
+      std::ifstream f(folder + "node.json");
+      if (f) {
+        nlohmann::json node = nlohmann::json::parse(f, nullptr, false);
+        if (node.is_discarded() || !node.contains("processes")) {
+          job_->warnings.push_back(folder + "node.json: not a node dump; its stacks are ignored");
+        } else {
+          for (const auto& proc : node["processes"]) {
+            DumpedProcess d;
+            d.state = proc.value("state_before", "");
+            for (const auto& t : proc.value("threads", nlohmann::json::array())) {
+              auto frames = t.value("frames", std::vector<std::string>());
+              if (frames.empty()) continue;
+              d.stacks.push_back(std::move(frames));
+              d.tids.push_back(t.value("tid", 0u));
+            }
+            if (!d.stacks.empty()) it->second[proc.value("pid", 0)] = std::move(d);
+          }
+        }
+      }
+    }
+    auto found = it->second.find(pid);
+    return found == it->second.end() ? nullptr : &found->second;
+  }
+  std::unordered_map<std::string, std::unordered_map<int32_t, DumpedProcess>> dumps_;
+
   // Device completion: a rank whose host is not inside a communication call
   // (it waits in a stream sync, launches more work, or computes) but whose
   // device never finished some enqueued work is where that work is: the

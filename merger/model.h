@@ -67,6 +67,7 @@ struct RankView {
   std::vector<CallPoint> pending;   // nonblocking posts never completed
   std::vector<std::vector<std::string>> stacks;  // per thread, innermost frame first
   std::vector<uint32_t> stack_tids;
+  std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
   uint8_t worker = 0;       // which loader's signature table holds its calls
 
   uint64_t Entered(int32_t comm) const {

@@ -10,6 +10,8 @@
  *   fork         regions in parent and child; the child exits 0; exit 0
  *   exec         one region, then exec itself as `traced_prog events 3`
  *   threads N    N threads doing regions concurrently, plus the main thread
+ *   park N       N threads parked in parked_thread(), main in a region in
+ *                stuck_in_here(); SIGUSR1 makes it exit 0 (for the dump tests)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +47,17 @@ __attribute__((noinline)) void crash_here(volatile int* p) {
   __asm__ volatile("" ::: "memory");
 }
 
+__attribute__((noinline)) static void* parked_thread(void* arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
+static void exit_now(int sig) {
+  (void)sig;
+  _exit(0);
+}
+
 static void* thread_main(void* arg) {
   int r = region("thread_work");
   regions(r, (int)(intptr_t)arg);
@@ -72,6 +85,15 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "hold")) {
     regions(r, 3);
     begin(r, 7);
+    stuck_in_here();
+  }
+  if (!strcmp(mode, "park")) {
+    signal(SIGUSR1, exit_now);
+    pthread_t th;
+    for (int i = 0; i < n; ++i) pthread_create(&th, NULL, parked_thread, NULL);
+    printf("parked\n");
+    fflush(stdout);
+    begin(r, 9);
     stuck_in_here();
   }
   if (!strcmp(mode, "segv")) {

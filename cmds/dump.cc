@@ -1,0 +1,263 @@
+// hangtrace dump: the live state of every traced process of a job on this
+// node, in one folder that `hangtrace analyze` reads (and that
+// `hangtrace srun-dump` collects from every node).
+//
+//   OUT/<host>/<pid>.htrace   a snapshot of each trace file (sparse copy)
+//   OUT/<host>/node.json      per process: rank, /proc state, heartbeat age,
+//                             every thread's native stack (ptrace + libdwfl,
+//                             or the kernel's view for a thread that cannot
+//                             be stopped); and the node's pre-merge: its
+//                             distinct stacks, each with the ranks that have it
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "cmds/commands.h"
+#include "dump/native_stacks.h"
+#include "merger/rank_set.h"
+#include "merger/trace_reader.h"
+#include "tracer/config.h"
+
+namespace hangtrace {
+namespace {
+
+using json = nlohmann::json;
+
+// Copies a trace file keeping it sparse: only the data extents (SEEK_DATA /
+// SEEK_HOLE), so a 256 MiB ring of which a few lanes are used costs what
+// they hold. The copy is the snapshot the analysis reads; the reader
+// accepts only records whose commit word checks, so a record being written
+// during the copy is skipped, never misread.
+bool SparseCopy(const std::string& from, const std::string& to, std::string* error) {
+  int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    *error = from + ": " + strerror(errno);
+    return false;
+  }
+  int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0) {
+    *error = to + ": " + strerror(errno);
+    close(in);
+    return false;
+  }
+  struct stat st;
+  fstat(in, &st);
+  std::vector<char> buf(1 << 20);
+  bool ok = ftruncate(out, st.st_size) == 0;
+  off_t pos = 0;
+  while (ok && pos < st.st_size) {
+    off_t data = lseek(in, pos, SEEK_DATA);
+    if (data < 0) break;  // no more data: the rest is a hole
+    off_t hole = lseek(in, data, SEEK_HOLE);
+    if (hole < 0) hole = st.st_size;
+    for (off_t at = data; ok && at < hole;) {
+      ssize_t n = pread(in, buf.data(), size_t(std::min<off_t>(off_t(buf.size()), hole - at)), at);
+      if (n <= 0) break;
+      ok = pwrite(out, buf.data(), size_t(n), at) == n;
+      at += n;
+    }
+    pos = hole;
+  }
+  if (!ok) *error = to + ": " + strerror(errno);
+  close(in);
+  close(out);
+  return ok;
+}
+
+std::string Hostname() {
+  char h[256] = {};
+  gethostname(h, sizeof(h) - 1);
+  return h;
+}
+
+void OnSignal(int sig) {
+  DetachAllTraced();  // never leave a thread of a traced job attached
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+struct Target {
+  pid_t pid = 0;
+  int32_t rank = -1;
+  std::string trace;  // source file, "" when given by --pid only
+  std::string copy;   // file name in the dump folder
+  std::string liveness;
+  double heartbeat_age_s = -1;
+};
+
+json ThreadJson(const ThreadStack& t) {
+  return {{"tid", t.tid}, {"name", t.name}, {"state", std::string(1, t.state)}, {"wchan", t.wchan},
+          {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", t.frames}};
+}
+
+}  // namespace
+
+int DumpCommand(int argc, char** argv) {
+  Config env = Config::FromEnvironment();
+  CLI::App app{
+      "Dump the live state of every traced process of a job on this node: a snapshot of each\n"
+      "trace file, each process's state, and every thread's native stack (ptrace + libdwfl; a\n"
+      "thread that cannot be stopped is read from /proc). Targets are never left stopped, even\n"
+      "when the dump is killed. Writes OUT/<host>/, which `hangtrace analyze OUT` reads.\n\n"
+      "examples:\n"
+      "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
+      "  hangtrace dump --pid 4242 --out /tmp/d                  # one process, traced or not\n"
+      "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
+      "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
+      "hangtrace dump"};
+  std::string dir = env.dir, job = env.job, out;
+  std::vector<int> pids;
+  bool no_stacks = false, no_symbols = false, quiet = false;
+  int thread_timeout_ms = 2000;
+  app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + env.dir + ")");
+  app.add_option("--job", job, "job id: the subfolder of --dir (default as the runtime names it: " + env.job + ")");
+  app.add_option("--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
+  app.add_option("--pid", pids, "also (or only, without trace files) these processes")->expected(-1);
+  app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
+  app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
+  app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
+  app.add_flag("--quiet", quiet, "no progress lines");
+  CLI11_PARSE(app, argc, argv);
+  if (out.empty()) out = "hangtrace-dump-" + job;
+
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGHUP, OnSignal);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string host = Hostname();
+  const std::string node_dir = out + "/" + host;
+  std::error_code ec;
+  std::filesystem::create_directories(node_dir, ec);
+  if (ec) {
+    fprintf(stderr, "hangtrace dump: cannot create %s: %s\n", node_dir.c_str(), ec.message().c_str());
+    return 1;
+  }
+
+  // Every trace file of the job on this node, and the processes behind them.
+  std::vector<Target> targets;
+  std::vector<std::string> warnings;
+  const std::string job_dir = dir + "/" + job;
+  std::string find_error;
+  std::vector<std::string> files = FindTraceFiles(job_dir, &find_error);
+  if (!find_error.empty() && pids.empty()) {
+    fprintf(stderr, "hangtrace dump: %s (no trace files of job %s on %s; --dir/--job, or --pid)\n",
+            find_error.c_str(), job.c_str(), host.c_str());
+  }
+  for (const std::string& f : files) {
+    std::string err;
+    ReadOptions header_only;
+    header_only.events = false;
+    auto s = ReadTraceFile(f, &err, header_only);
+    Target t;
+    t.trace = f;
+    t.copy = std::filesystem::path(f).filename().string();
+    if (!s) {
+      warnings.push_back(err);  // copied anyway: the analysis says what is wrong with it
+      targets.push_back(t);
+      continue;
+    }
+    if (s->process.forked) continue;  // a fork child of a rank (its stacks come with --pid)
+    t.pid = s->process.pid;
+    t.rank = s->process.rank;
+    Liveness live = ProcessLiveness(*s);
+    t.liveness = live == Liveness::kRunning ? "alive" : live == Liveness::kStopped ? "stopped"
+               : live == Liveness::kZombie ? "zombie" : live == Liveness::kGone ? "gone" : "unknown";
+    if (s->process.heartbeat_real_ns) {
+      auto now = std::chrono::system_clock::now().time_since_epoch();
+      t.heartbeat_age_s = double(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -
+                                 s->process.heartbeat_real_ns) / 1e9;
+    }
+    targets.push_back(t);
+  }
+  for (int pid : pids) {
+    bool known = false;
+    for (const Target& t : targets) known |= t.pid == pid;
+    if (!known) targets.push_back(Target{pid, -1, "", "", "alive", -1});
+  }
+  if (targets.empty()) {
+    fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
+    return 1;
+  }
+
+  // Snapshots first (cheap, and what matters most), then stacks, several
+  // processes at once: ptrace is per tracer thread, so each worker takes
+  // whole processes.
+  for (Target& t : targets) {
+    if (t.trace.empty()) continue;
+    std::string err;
+    if (!SparseCopy(t.trace, node_dir + "/" + t.copy, &err)) warnings.push_back("cannot copy " + err);
+  }
+  std::vector<ProcessStacks> stacks(targets.size());
+  if (!no_stacks) {
+    StackOptions so;
+    so.thread_timeout_ms = thread_timeout_ms;
+    so.symbols = !no_symbols;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < targets.size();) {
+        const Target& t = targets[i];
+        if (t.pid <= 0 || t.liveness == "gone" || t.liveness == "zombie") continue;
+        stacks[i] = CaptureProcessStacks(t.pid, so);
+      }
+    };
+    std::vector<std::thread> pool;
+    unsigned n = std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency()));
+    for (unsigned k = 1; k < n; ++k) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+  }
+
+  // node.json, with the node's pre-merge: distinct stacks and their ranks.
+  json node = {{"schema", "hangtrace.node/1"}, {"host", host}, {"job", job}, {"warnings", warnings}};
+  node["processes"] = json::array();
+  std::map<std::vector<std::string>, RankSet> distinct;
+  size_t threads = 0, unwound = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Target& t = targets[i];
+    const ProcessStacks& ps = stacks[i];
+    json p = {{"pid", t.pid}, {"rank", t.rank}, {"trace", t.copy}, {"liveness", t.liveness},
+              {"heartbeat_age_s", t.heartbeat_age_s}, {"state_before", std::string(1, ps.state_before)},
+              {"state_after", std::string(1, ps.state_after)}, {"error", ps.error}, {"seconds", ps.seconds}};
+    p["threads"] = json::array();
+    for (const ThreadStack& th : ps.threads) {
+      p["threads"].push_back(ThreadJson(th));
+      ++threads;
+      unwound += th.method == "ptrace";
+      if (t.rank >= 0 && !th.frames.empty()) distinct[th.frames].Add(t.rank);
+    }
+    if (!ps.error.empty()) warnings.push_back(ps.error);
+    node["processes"].push_back(p);
+  }
+  node["stack_groups"] = json::array();
+  for (const auto& [frames, ranks] : distinct) {
+    node["stack_groups"].push_back({{"frames", frames}, {"ranks", ranks.ToString()}, {"count", ranks.Count()}});
+  }
+  node["warnings"] = warnings;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  node["seconds"] = seconds;
+  std::ofstream(node_dir + "/node.json") << node.dump(1) << "\n";
+
+  if (!quiet) {
+    for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
+    fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound, in %.2f s -> %s\n",
+            host.c_str(), targets.size(), threads, unwound, seconds, node_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,54 @@
+// Native stacks of every thread of a live process, read from outside with
+// ptrace and elfutils' libdwfl: the node side of `hangtrace dump`.
+//
+// Each thread is attached with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal
+// is sent, so nothing lingers if the dump dies: the kernel detaches a dead
+// tracer's tracees and lets them run), waited for with a timeout, unwound,
+// and detached. A thread that does not stop in time (uninterruptible sleep,
+// D state) is described from /proc/PID/task/TID/{wchan,syscall,stack}
+// instead. A process that was stopped (SIGSTOP, state T) stays stopped: the
+// kernel keeps its group stop across our attach and detach, and the state is
+// checked again afterwards.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace hangtrace {
+
+struct ThreadStack {
+  int tid = 0;
+  std::string name;      // /proc/PID/task/TID/comm
+  char state = '?';      // /proc/PID/task/TID/stat field 3
+  std::string wchan;     // kernel function it sleeps in, "" when running
+  std::string syscall;   // /proc/PID/task/TID/syscall, first field (number or "running")
+  std::string method;    // "ptrace" (unwound), "proc" (kernel stack only), "none"
+  std::string error;     // why it was not unwound
+  std::vector<std::string> frames;  // innermost first, demangled
+};
+
+struct ProcessStacks {
+  int pid = 0;
+  char state_before = '?', state_after = '?';
+  std::string error;  // the whole process could not be read (permission, gone)
+  std::vector<ThreadStack> threads;
+  double seconds = 0;  // time spent on this process
+};
+
+struct StackOptions {
+  int thread_timeout_ms = 2000;  // per thread, to stop after PTRACE_INTERRUPT
+  bool symbols = true;           // false: raw addresses (faster)
+  size_t max_frames = 64;
+};
+
+// Reads every thread's stack. Refuses processes of another user unless this
+// one runs as root, with the reason in `error`.
+ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options);
+
+// Detaches every thread still attached by this process (a dump interrupted
+// by SIGINT/SIGTERM calls it from its signal handler: async-signal-safe).
+void DetachAllTraced();
+
+}  // namespace hangtrace

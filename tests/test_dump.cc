@@ -1,0 +1,200 @@
+// hangtrace dump against live processes: a traced program parked in known
+// functions (tests/progs/traced_prog.c park), running, SIGSTOPped or dead.
+// The dump must read every thread's stack from outside, leave the target
+// exactly as it found it, and write a folder that `hangtrace analyze` reads.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::ProgramResult;
+using testing::RunProgram;
+using testing::TempDir;
+
+// traced_prog park N under the preloaded library, until it says "parked".
+class Parked {
+ public:
+  Parked(const TempDir& dir, int threads) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      setenv("LD_PRELOAD", HT_PRELOAD, 1);
+      setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
+      setenv("HANGTRACE_JOB", "job", 1);
+      setenv("RANK", "0", 1);
+      std::string n = std::to_string(threads);
+      execl(HT_PROG, HT_PROG, "park", n.c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    std::string seen;
+    char buf[256];
+    while (seen.find("parked") == std::string::npos) {
+      ssize_t k = read(fds[0], buf, sizeof(buf));
+      if (k <= 0) break;
+      seen.append(buf, size_t(k));
+    }
+    close(fds[0]);
+    EXPECT_NE(seen.find("parked"), std::string::npos);
+    usleep(100 * 1000);  // the threads reach pause()
+  }
+  ~Parked() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // SIGUSR1 makes it exit 0: proof that it runs (and was not left stopped).
+  int Finish() {
+    kill(pid_, SIGCONT);
+    kill(pid_, SIGUSR1);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string Status(pid_t pid, const std::string& key) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind(key + ":", 0) == 0) {
+      std::string v = line.substr(key.size() + 1);
+      return v.substr(v.find_first_not_of(" \t"));
+    }
+  }
+  return "";
+}
+
+nlohmann::json Dump(const TempDir& dir, const std::string& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ProgramResult r = RunProgram(argv, {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::ifstream f(out + "/" + host + "/node.json");
+  EXPECT_TRUE(f.good()) << r.err;
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
+bool HasFrame(const nlohmann::json& thread, const std::string& name) {
+  for (const auto& f : thread["frames"]) {
+    if (f.get<std::string>().find(name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Dump, ReadsEveryThreadOfARunningProcessAndLeavesItRunning) {
+  TempDir dir, out;
+  Parked p(dir, 4);
+  nlohmann::json node = Dump(dir, out.path());
+  ASSERT_EQ(node["processes"].size(), 1u) << node.dump(1);
+  const auto& proc = node["processes"][0];
+  EXPECT_EQ(proc["pid"], p.pid());
+  EXPECT_EQ(proc["rank"], 0);
+  EXPECT_EQ(proc["state_before"], "S");
+  // Running again (S, or R for the moment it takes to get back to pause()).
+  EXPECT_TRUE(proc["state_after"] == "S" || proc["state_after"] == "R") << proc["state_after"];
+  // main + 4 parked + hangtrace's own thread.
+  ASSERT_EQ(proc["threads"].size(), 6u);
+  int parked = 0, main_stuck = 0;
+  for (const auto& t : proc["threads"]) {
+    EXPECT_EQ(t["method"], "ptrace") << t.dump();
+    parked += HasFrame(t, "parked_thread");
+    main_stuck += HasFrame(t, "stuck_in_here") && HasFrame(t, "main");
+  }
+  EXPECT_EQ(parked, 4);
+  EXPECT_EQ(main_stuck, 1);
+  // The node's pre-merge: the 4 parked threads share one stack.
+  bool grouped = false;
+  for (const auto& g : node["stack_groups"]) grouped |= g["ranks"] == "0";
+  EXPECT_TRUE(grouped);
+  EXPECT_EQ(Status(p.pid(), "TracerPid"), "0");
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(Dump, AStoppedProcessStaysStopped) {
+  TempDir dir, out;
+  Parked p(dir, 2);
+  kill(p.pid(), SIGSTOP);
+  usleep(50 * 1000);
+  ASSERT_EQ(Status(p.pid(), "State").substr(0, 1), "T");
+  nlohmann::json node = Dump(dir, out.path());
+  const auto& proc = node["processes"][0];
+  EXPECT_EQ(proc["state_before"], "T");
+  EXPECT_EQ(proc["state_after"], "T");
+  int unwound = 0;
+  for (const auto& t : proc["threads"]) unwound += t["method"] == "ptrace" && HasFrame(t, "parked_thread");
+  EXPECT_EQ(unwound, 2);
+  usleep(50 * 1000);
+  EXPECT_EQ(Status(p.pid(), "State").substr(0, 1), "T") << "the dump must not resume a stopped process";
+  EXPECT_EQ(Status(p.pid(), "TracerPid"), "0");
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(Dump, ADeadProcessLeavesItsTraceFileAndTheAnalysisReadsTheFolder) {
+  TempDir dir, out;
+  {
+    Parked p(dir, 1);
+  }  // SIGKILLed inside its region
+  nlohmann::json node = Dump(dir, out.path());
+  ASSERT_EQ(node["processes"].size(), 1u);
+  EXPECT_EQ(node["processes"][0]["liveness"], "gone");
+  EXPECT_TRUE(node["processes"][0]["threads"].empty());
+  ProgramResult r = RunProgram({HT_CLI, "analyze", "--format", "json", out.path()}, {}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ranks_with_trace"], "0");
+}
+
+TEST(Dump, StacksFromTheDumpReachTheMergedTree) {
+  TempDir dir, out;
+  Parked p(dir, 3);
+  Dump(dir, out.path());
+  ProgramResult r = RunProgram({HT_CLI, "analyze", out.path()}, {}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("parked_thread"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stuck_in_here"), std::string::npos) << r.out;
+}
+
+TEST(Dump, RefusesAnotherUsersProcess) {
+  TempDir dir, out;
+  Parked p(dir, 1);
+  chmod(out.path().c_str(), 0777);
+  // As nobody, against a process of root's.
+  ProgramResult r = RunProgram({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", HT_CLI, "dump",
+                                "--pid", std::to_string(p.pid()), "--out", out.path()},
+                               {}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("belongs to uid 0"), std::string::npos) << r.err;
+  EXPECT_EQ(Status(p.pid(), "TracerPid"), "0");
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(Dump, SaysWhenThereIsNothingToDump) {
+  TempDir dir, out;
+  ProgramResult r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "nojob", "--out", out.path()}, {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nothing to dump"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hangtrace
