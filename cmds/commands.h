@@ -9,6 +9,7 @@ int EnvCommand(int argc, char** argv);      // env.cc
 int AnalyzeCommand(int argc, char** argv);  // analyze.cc
 int SimulateCommand(int argc, char** argv);  // simulate.cc
 int DumpCommand(int argc, char** argv);      // dump.cc
+int SrunDumpCommand(int argc, char** argv);  // srun_dump.cc
 
 struct CommandEntry {
   const char* name;

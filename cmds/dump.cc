@@ -139,7 +139,7 @@ int DumpCommand(int argc, char** argv) {
   signal(SIGTERM, OnSignal);
   signal(SIGHUP, OnSignal);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string host = Hostname();
+  const std::string host = Hostname();  // also what the runtime wrote into each file
   const std::string node_dir = out + "/" + host;
   std::error_code ec;
   std::filesystem::create_directories(node_dir, ec);
@@ -172,6 +172,9 @@ int DumpCommand(int argc, char** argv) {
       continue;
     }
     if (s->process.forked) continue;  // a fork child of a rank (its stacks come with --pid)
+    // A trace folder on a shared file system holds every node's files: this
+    // node dumps its own.
+    if (BoundedString(s->process.host, sizeof(s->process.host)) != host) continue;
     t.pid = s->process.pid;
     t.rank = s->process.rank;
     Liveness live = ProcessLiveness(*s);

@@ -17,6 +17,7 @@ const CommandEntry kCommands[] = {
      InspectCommand},
     {"dump", "on a node: snapshot the traced processes of a job, with every thread's native stack",
      DumpCommand},
+    {"srun-dump", "from the login node: dump every node of a hung SLURM job, then analyze", SrunDumpCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
 };
 
@@ -25,7 +26,7 @@ void Usage(FILE* out) {
           "hangtrace: find which ranks of a hung MPI/NCCL job sit in which call, and why.\n\n"
           "usage: hangtrace COMMAND [OPTIONS]   (hangtrace COMMAND --help for each)\n\n"
           "commands:\n");
-  for (const CommandEntry& c : kCommands) fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  for (const CommandEntry& c : kCommands) fprintf(out, "  %-10s %s\n", c.name, c.summary);
   fprintf(out,
           "\nexample:\n"
           "  mpirun -np 8 hangtrace run --timeout 60 -- ./app    # trace every rank\n"

@@ -1,0 +1,233 @@
+// hangtrace srun-dump JOBID: the live dump of a hung SLURM job, from the
+// login node. It asks SLURM for the job's nodes, runs `hangtrace dump` on
+// each of them in one overlapping step (srun --overlap: it needs no free
+// resources of the job and does not disturb its steps), waits for the nodes
+// up to a deadline, then analyzes what came back and prints the report. A
+// node that does not answer in time is named, and the others are analyzed.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cmds/commands.h"
+#include "merger/diagnose.h"
+#include "merger/model.h"
+#include "merger/report.h"
+
+namespace hangtrace {
+namespace {
+
+// Runs argv, capturing stdout and stderr; kills it (TERM, then KILL) after
+// `timeout_s`. Returns the exit status, -1 when it could not run, -2 on
+// timeout.
+int Capture(const std::vector<std::string>& argv, double timeout_s, std::string* out, std::string* err) {
+  int po[2], pe[2];
+  if (pipe(po) || pipe(pe)) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    close(po[0]);
+    close(pe[0]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    fprintf(stderr, "cannot run %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  fcntl(po[0], F_SETFL, O_NONBLOCK);
+  fcntl(pe[0], F_SETFL, O_NONBLOCK);
+  auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  bool timed_out = false, termed = false;
+  for (;;) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(po[0], buf, sizeof(buf))) > 0) out->append(buf, size_t(n));
+    while ((n = read(pe[0], buf, sizeof(buf))) > 0) err->append(buf, size_t(n));
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (spent > timeout_s && !termed) {
+      kill(pid, SIGTERM);  // srun forwards it to the dumps, which detach and exit
+      termed = timed_out = true;
+    }
+    if (spent > timeout_s + 3) kill(pid, SIGKILL);
+    usleep(20 * 1000);
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(po[0], buf, sizeof(buf))) > 0) out->append(buf, size_t(n));
+  while ((n = read(pe[0], buf, sizeof(buf))) > 0) err->append(buf, size_t(n));
+  close(po[0]);
+  close(pe[0]);
+  if (timed_out) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : "hangtrace";
+}
+
+std::string Stamp() {
+  time_t t = time(nullptr);
+  char b[32];
+  strftime(b, sizeof(b), "%Y%m%d-%H%M%S", localtime(&t));
+  return b;
+}
+
+}  // namespace
+
+int SrunDumpCommand(int argc, char** argv) {
+  CLI::App app{
+      "The live dump of a hung SLURM job, from the login node: finds the job's nodes, runs\n"
+      "`hangtrace dump` on every one in an overlapping step (srun --overlap, one task per node),\n"
+      "collects the dumps in a shared folder, analyzes them and prints the report. Nodes that do\n"
+      "not answer within --node-timeout are named; the rest is analyzed.\n\n"
+      "examples:\n"
+      "  hangtrace srun-dump 12345\n"
+      "  hangtrace srun-dump 12345 --out /shared/$USER/dump-12345 --node-timeout 30\n"
+      "  scripts/hangtrace-srun-dump 12345     (the same)\n",
+      "hangtrace srun-dump"};
+  std::string jobid, out, dir, format = "text";
+  double node_timeout = 20;
+  bool no_stacks = false;
+  app.add_option("jobid", jobid, "SLURM job id")->required();
+  app.add_option("--out", out,
+                 "dump folder, on a file system every node sees (default ./hangtrace-dump-JOBID-<time>)");
+  app.add_option("--node-timeout", node_timeout, "seconds to wait for the nodes (default 20)");
+  app.add_option("--dir", dir, "trace folder root on the nodes (default: the runtime's, $HANGTRACE_DIR)");
+  app.add_flag("--no-stacks", no_stacks, "trace files and process state only: attach to nothing");
+  app.add_option("--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  CLI11_PARSE(app, argc, argv);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // The job: running, and where.
+  std::string sq_out, sq_err;
+  int rc = Capture({"squeue", "-h", "-j", jobid, "-o", "%T|%N"}, 30, &sq_out, &sq_err);
+  if (rc == -1 || rc == 127) {
+    fprintf(stderr, "hangtrace srun-dump: cannot run squeue (is SLURM's client installed here?)\n");
+    return 1;
+  }
+  sq_out = Trim(sq_out);
+  if (rc != 0 || sq_out.empty()) {
+    fprintf(stderr, "hangtrace srun-dump: job %s is not known to SLURM (finished, or a wrong id)%s%s\n",
+            jobid.c_str(), sq_err.empty() ? "" : ": ", Trim(sq_err).c_str());
+    return 1;
+  }
+  std::string state = sq_out.substr(0, sq_out.find('|'));
+  std::string nodelist = sq_out.substr(sq_out.find('|') + 1);
+  if (state != "RUNNING") {
+    fprintf(stderr, "hangtrace srun-dump: job %s is %s, not RUNNING: there is nothing live to dump%s\n",
+            jobid.c_str(), state.c_str(),
+            state == "COMPLETING" ? " (its trace files stay on the nodes: run `hangtrace dump` there)" : "");
+    return 1;
+  }
+  std::string hn_out, hn_err;
+  Capture({"scontrol", "show", "hostnames", nodelist}, 30, &hn_out, &hn_err);
+  std::vector<std::string> nodes;
+  std::istringstream hs(hn_out);
+  for (std::string n; hs >> n;) nodes.push_back(n);
+  if (nodes.empty()) {
+    fprintf(stderr, "hangtrace srun-dump: cannot expand the node list '%s': %s\n", nodelist.c_str(),
+            Trim(hn_err).c_str());
+    return 1;
+  }
+  if (out.empty()) out = "hangtrace-dump-" + jobid + "-" + Stamp();
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  out = std::filesystem::absolute(out).string();
+  fprintf(stderr, "hangtrace srun-dump: job %s runs on %zu node(s) (%s); dumping into %s\n", jobid.c_str(),
+          nodes.size(), nodelist.c_str(), out.c_str());
+
+  // One dump per node, in one step that overlaps the job's own.
+  std::string cfg_out, cfg_err;
+  Capture({"scontrol", "show", "config"}, 30, &cfg_out, &cfg_err);
+  bool gpu_gres = cfg_out.find("GresTypes") != std::string::npos &&
+                  cfg_out.find("gpu", cfg_out.find("GresTypes")) < cfg_out.find('\n', cfg_out.find("GresTypes"));
+  std::vector<std::string> cmd = {"srun", "--jobid=" + jobid, "--overlap", "--ntasks-per-node=1",
+                                  "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + nodelist,
+                                  "--mpi=none", "--kill-on-bad-exit=0", "--quiet", "--export=ALL,HANGTRACE_OFF=1"};
+  if (gpu_gres) cmd.push_back("--gres=gpu:0");  // no GPU is needed, and none may be free
+  for (const std::string& a : {SelfPath(), std::string("dump"), std::string("--job"), jobid, std::string("--out"), out,
+                               std::string("--quiet")}) {
+    cmd.push_back(a);
+  }
+  if (!dir.empty()) cmd.insert(cmd.end(), {"--dir", dir});
+  if (no_stacks) cmd.push_back("--no-stacks");
+  std::string sr_out, sr_err;
+  rc = Capture(cmd, node_timeout, &sr_out, &sr_err);
+  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0 && !Trim(sr_err).empty()) {
+    std::string e = Trim(sr_err);
+    fprintf(stderr, "hangtrace srun-dump: srun %s:\n  %s\n",
+            rc == -2 ? "was stopped at the deadline" : ("exited with " + std::to_string(rc)).c_str(), e.c_str());
+    if (e.find("ermission") != std::string::npos || e.find("ccess denied") != std::string::npos) {
+      fprintf(stderr, "hangtrace srun-dump: SLURM refused the step: only the job's owner (or root) can dump it\n");
+    }
+  }
+
+  // Which nodes answered.
+  std::vector<std::string> silent;
+  for (const std::string& n : nodes) {
+    bool found = std::filesystem::exists(out + "/" + n + "/node.json");
+    if (!found) {  // a node whose hostname is longer than its SLURM name (FQDN)
+      for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
+        std::string name = e.path().filename().string();
+        if (name.rfind(n + ".", 0) == 0 && std::filesystem::exists(e.path() / "node.json")) found = true;
+      }
+    }
+    if (!found) silent.push_back(n);
+  }
+  if (silent.size() == nodes.size()) {
+    fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);
+    return 1;
+  }
+
+  Job job = LoadJob({out});
+  if (!silent.empty()) {
+    std::string names;
+    for (const std::string& n : silent) names += (names.empty() ? "" : ",") + n;
+    job.warnings.push_back("no dump from node(s) " + names + " within " + std::to_string(int(node_timeout)) +
+                           " s: their ranks are missing from this analysis");
+  }
+  Diagnosis d = Diagnose(job);
+  if (format == "json") {
+    nlohmann::json j = JsonReport(job, d);
+    j["dump"] = {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}};
+    printf("%s\n", j.dump(2).c_str());
+  } else {
+    fputs(TextReport(job, d).c_str(), stdout);
+  }
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; dump %.1f s, with analysis %.1f s; folder %s\n",
+          nodes.size() - silent.size(), nodes.size(), dump_s, total_s, out.c_str());
+  return 0;
+}
+
+}  // namespace hangtrace
