@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev             # tests, bench/
   python3-minimal                           # generates the wrappers from interpose/*.spec
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
+  slurmctld slurmd slurm-client munge tini  # the localhost SLURM cluster of the srun-dump test
 )
 
 missing=()

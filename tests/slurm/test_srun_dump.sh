@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The srun-driven live dump on a real SLURM cluster of 4 emulated nodes
+# (tests/slurm/cluster.sh): a traced 8-rank trainer (TP=2, PP=2, DP=2, two
+# ranks per node) hangs with the seed's fault; `hangtrace srun-dump JOBID`
+# must name rank 3 as the culprit, rank 1 in the pipeline broadcast, the
+# others in the world all-reduce, with merged stacks from every node. Then
+# one node's slurmd is frozen: the dump must name that node as silent and
+# still analyze the others.
+#   tests/slurm/test_srun_dump.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/hangtrace-slurm-test-XXXXXX)
+cleanup() {
+  [ -n "${SLURM_CONF:-}" ] && scancel --quiet "${job:-0}" 2>/dev/null || true
+  if [ -n "${srun_pid:-}" ]; then pkill -9 -P "$srun_pid" 2>/dev/null || true; kill -9 "$srun_pid" 2>/dev/null || true; fi
+  "$src/tests/slurm/cluster.sh" stop "$work/cluster" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+eval "$("$src/tests/slurm/cluster.sh" start "$work/cluster" 4)"
+export SLURM_CONF
+echo "cluster up: $(sinfo -h -o '%D nodes %T')"
+
+# The job, traced, through Open MPI's PMIx under srun. Eight spinning ranks
+# share 2 cores here: MPI yields when idle, or a step takes seconds.
+# Its own TMPDIR: Open MPI's session folders of earlier runs never collide.
+export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=lo TMPDIR="$work/tmp"
+mkdir -p "$work/tmp"
+srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=seedhang \
+  "$build/bin/hangtrace" run --dir "$work/traces" --timeout 5 -- \
+  "$build/bin/hangtrace-trainer" --tp 2 --pp 2 --dp 2 --steps 50 --fault seed-hang@rank=3,step=3 \
+  > "$work/job.out" 2>&1 &
+srun_pid=$!
+job=""
+for i in $(seq 100); do
+  job=$(squeue -h -n seedhang -o %i | head -1)
+  [ -n "$job" ] && break
+  sleep 0.2
+done
+[ -n "$job" ] || fail "the job did not start"
+echo "job $job running"
+# Wait until the hang has happened: the watchdog (5 s) has flagged rank 1
+# in the pipeline broadcast.
+for i in $(seq 180); do
+  grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job.out" && break
+  sleep 0.5
+done
+grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job.out" || { cat "$work/job.out"; fail "the job did not hang"; }
+
+start=$(date +%s.%N)
+"$build/bin/hangtrace" srun-dump "$job" --dir "$work/traces" --out "$work/dump" > "$work/report.txt" 2> "$work/report.err"
+end=$(date +%s.%N)
+cat "$work/report.err" "$work/report.txt" | head -30
+echo "srun-dump took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
+grep -q 'culprit rank 3 ' "$work/report.txt" || fail "rank 3 is not named the culprit"
+grep -q 'rank 1 .*in MPI_Bcast #[0-9]* on pp1' "$work/report.txt" || fail "rank 1 is not shown in the pp1 broadcast"
+grep -q 'ranks 0,2-7 .*in MPI_Allreduce #[0-9]* on world' "$work/report.txt" || fail "ranks 0,2-7 are not shown in the world all-reduce"
+grep -q 'stacks, merged' "$work/report.txt" || fail "no merged stacks"
+grep -q 'PMPI_Bcast' "$work/report.txt" || fail "the merged stacks lack the broadcast"
+grep -q '4 of 4 node(s) answered' "$work/report.err" || fail "not every node answered"
+for n in 1 2 3 4; do [ -f "$work/dump/node$n/node.json" ] || fail "no dump from node$n"; done
+
+# A node that does not answer: freeze node4's slurmd.
+slurmd4=$(pgrep -f '^slurmd -D -N node4$' | head -1)
+[ -n "$slurmd4" ] || fail "cannot find node4's slurmd"
+kill -STOP "$slurmd4"
+"$build/bin/hangtrace" srun-dump "$job" --dir "$work/traces" --out "$work/dump2" --node-timeout 5 \
+  > "$work/report2.txt" 2> "$work/report2.err" || true
+kill -CONT "$slurmd4"
+cat "$work/report2.err" | head -5
+grep -q 'node4' "$work/report2.txt" "$work/report2.err" || fail "the silent node is not named"
+grep -q '3 of 4 node(s) answered' "$work/report2.err" || fail "the partial result was not analyzed"
+grep -q '^hangtrace: ' "$work/report2.txt" || fail "no report from the nodes that answered"
+
+# A job that is not running.
+if "$build/bin/hangtrace" srun-dump 999999 --out "$work/dump3" 2> "$work/report3.err"; then
+  fail "srun-dump of an unknown job succeeded"
+fi
+grep -q 'not known to SLURM' "$work/report3.err" || fail "unclear error for an unknown job"
+echo "PASS"
