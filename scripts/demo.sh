@@ -4,8 +4,10 @@
 # the seed's hang injected: at step 3, rank 3, the last pipeline stage and so
 # the root of its group's loss broadcast, never broadcasts and goes on to the
 # end-of-step all-reduce. Its pipeline group waits in the broadcast, every
-# other rank in the all-reduce. The watchdog notices; `hangtrace analyze`
-# reads the live job and names the culprit; the job is torn down.
+# other rank in the all-reduce. The watchdog notices; `hangtrace dump` takes
+# a live dump (trace snapshots and every thread's native stack, read from
+# outside); `hangtrace analyze` reads it and names the culprit, with merged
+# stacks; the job is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -32,16 +34,19 @@ done
 grep ' iteration' "$dir/job.log" | sed 's/^/   /'
 grep 'hangtrace: watchdog' "$dir/job.log" | sort | sed 's/ saved in .*//; s/^/   /'
 
-step "3. the diagnosis, from the live job's trace files: hangtrace analyze $dir"
-build/bin/hangtrace analyze "$dir" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
-build/bin/hangtrace analyze "$dir" --format json > "$dir/report.json"
+step "3. a live dump of the node: hangtrace dump --dir $dir --job demo --out $dir/dump"
+build/bin/hangtrace dump --dir "$dir" --job demo --out "$dir/dump" 2>&1 | sed 's/^/   /'
 
-step "4. tear the job down"
+step "4. the diagnosis, from the dump: hangtrace analyze $dir/dump"
+build/bin/hangtrace analyze "$dir/dump" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
+build/bin/hangtrace analyze "$dir/dump" --format json > "$dir/report.json"
+
+step "5. tear the job down"
 teardown
 trap - EXIT
 echo "   done; the trace files stay readable after the job"
 
-step "5. what the trainer says really happened ($dir/truth.json)"
+step "6. what the trainer says really happened ($dir/truth.json)"
 sed 's/^/   /' "$dir/truth.json"
 echo
 echo "JSON report:     $dir/report.json"
