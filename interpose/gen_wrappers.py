@@ -316,7 +316,7 @@ GPU_KIND_FLAGS = {
     "seqhook": ["kCallCollective", "kCallBlocking"], "poll": [], "launch": [],
     "sync": ["kCallBlocking"],
 }
-GPU_ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "stream", "newcomm", "func", "cufunc",
+GPU_ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "stream", "newcomm", "func", "cufunc", "cukernel",
              "hipfunc", "grid", "block", "gx", "gy", "gz", "bx", "by", "bz", "cfg", "cucfg"}
 # What a wrapper returns when the real function cannot be found at all.
 GPU_NOT_FOUND = {
@@ -378,6 +378,7 @@ GPU_ROLE_CODE = [
     ("stream", "r.handle = uint64_t(uintptr_t({}));"),
     ("func", "r.aux = HostFuncName({});"),
     ("cufunc", "r.aux = CudaFunctionName({});"),
+    ("cukernel", "r.aux = CudaKernelName({});"),
     ("hipfunc", "r.aux = HipFunctionName({});"),
     ("grid", "r.count = uint64_t({0}.x) * {0}.y * {0}.z;"),
     ("block", "r.tag = int32_t({0}.x * {0}.y * {0}.z);"),

@@ -38,6 +38,7 @@ struct CudaCalls {
   decltype(&cuStreamQuery) stream_query;
   decltype(&cuStreamIsCapturing) stream_is_capturing;
   decltype(&cuFuncGetName) func_get_name;
+  decltype(&cuKernelGetName) kernel_get_name;
 };
 CudaCalls g_cu;
 
@@ -120,6 +121,7 @@ const Backend* CudaBackend() {
     g_cu.stream_query = Driver<decltype(&cuStreamQuery)>("cuStreamQuery");
     g_cu.stream_is_capturing = Driver<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing");
     g_cu.func_get_name = Driver<decltype(&cuFuncGetName)>("cuFuncGetName");
+    g_cu.kernel_get_name = Driver<decltype(&cuKernelGetName)>("cuKernelGetName");
     bool ok = g_cu.ctx_get_current && g_cu.event_create && g_cu.event_record && g_cu.event_query && g_cu.stream_query;
     return ok ? &kCuda : nullptr;
   }();
@@ -131,6 +133,14 @@ uint32_t CudaFunctionName(const void* cufunc) {
     const char* name = nullptr;
     if (!CudaBackend() || !g_cu.func_get_name) return nullptr;
     return g_cu.func_get_name(&name, static_cast<CUfunction>(const_cast<void*>(f))) == CUDA_SUCCESS ? name : nullptr;
+  });
+}
+
+uint32_t CudaKernelName(const void* cukernel) {
+  return CachedName(cukernel, [](const void* k) -> const char* {
+    const char* name = nullptr;
+    if (!CudaBackend() || !g_cu.kernel_get_name) return nullptr;
+    return g_cu.kernel_get_name(&name, static_cast<CUkernel>(const_cast<void*>(k))) == CUDA_SUCCESS ? name : nullptr;
   });
 }
 

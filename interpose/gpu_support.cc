@@ -292,7 +292,9 @@ void RegisterSymbols(const GpuSymbol* table, int count) {
 const GpuSymbol* FindSymbol(const char* name) {
   if (!name) return nullptr;
   // Most lookups are for other libraries' symbols: reject them on the prefix.
-  if (strncmp(name, "nccl", 4) && strncmp(name, "cu", 2) && strncmp(name, "hip", 3)) return nullptr;
+  if (strncmp(name, "nccl", 4) && strncmp(name, "cu", 2) && strncmp(name, "hip", 3) && strncmp(name, "__cuda", 6)) {
+    return nullptr;
+  }
   for (int i = 0; i < g_symbol_count; ++i) {
     if (strcmp(g_symbols[i]->name, name) == 0) return g_symbols[i];
   }
@@ -433,6 +435,7 @@ void Launched(const fmt::Record& r, Device api) {
 #if !HANGTRACE_HAVE_CUDA
 const Backend* CudaBackend() { return nullptr; }
 uint32_t CudaFunctionName(const void*) { return 0; }
+uint32_t CudaKernelName(const void*) { return 0; }
 #endif
 #if !HANGTRACE_HAVE_HIP
 const Backend* HipBackend() { return nullptr; }

@@ -115,6 +115,7 @@ enum class Device : uint8_t { Nccl, Cuda, Hip };
 // Name-table index + 1 of a kernel (0: unknown), cached per function.
 uint32_t HostFuncName(const void* func);       // host stub (runtime API): dladdr
 uint32_t CudaFunctionName(const void* cufunc); // CUfunction: cuFuncGetName
+uint32_t CudaKernelName(const void* cukernel); // cudaKernel_t / CUkernel: cuKernelGetName
 uint32_t HipFunctionName(const void* hipfunc); // hipFunction_t: hipKernelNameRef
 // The cache behind the three: `lookup` runs once per function.
 uint32_t CachedName(const void* key, const char* (*lookup)(const void*));

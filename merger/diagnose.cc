@@ -98,7 +98,7 @@ std::string DescribeCall(const Job& job, const CallPoint& c) {
   if (c.peer == fmt::kAnyPeer) out += " peer ANY";
   if ((c.call_flags & fmt::kCallP2p) && c.tag >= 0) out += " tag " + std::to_string(c.tag);
   if (c.kernel >= 0) out += " kernel " + job.names[size_t(c.kernel)];
-  if (c.on_device) out += " (enqueued; the device never finished it)";
+  if (c.on_device) out += " [enqueued; the device never finished it]";
   return out;
 }
 

@@ -83,6 +83,7 @@ TEST(Trainer, CheckpointResumesWhereItStopped) {
 struct FaultCase {
   std::string fault;
   int tp, pp, dp;
+  std::string backend = "mpi";  // nccl: on the FAKE GPU libraries of tests/fakes
 };
 
 class TrainerFaults : public ::testing::TestWithParam<FaultCase> {};
@@ -92,11 +93,16 @@ TEST_P(TrainerFaults, EndsAsTheTruthSaysAndTheAnalyzerAgrees) {
   TempDir dir;
   const int np = c.tp * c.pp * c.dp;
   std::string truth_path = dir.path() + "/truth.json";
-  ProgramResult r = RunProgram(
-      {"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
-       "--timeout", "2", "--", HT_TRAINER, "--tp", std::to_string(c.tp), "--pp", std::to_string(c.pp), "--dp",
-       std::to_string(c.dp), "--layers", std::to_string(2 * c.pp), "--steps", "6", "--fault", c.fault, "--truth", truth_path},
-      kMpiEnv, 8);
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(np), "--oversubscribe"};
+#ifdef HT_FAKES_DIR
+  if (c.backend == "nccl") argv.insert(argv.end(), {"-x", std::string("LD_LIBRARY_PATH=") + HT_FAKES_DIR});
+#endif
+  argv.insert(argv.end(), {HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--timeout", "2", "--", HT_TRAINER,
+                           "--backend", c.backend, "--tp", std::to_string(c.tp), "--pp", std::to_string(c.pp), "--dp",
+                           std::to_string(c.dp), "--layers", std::to_string(2 * c.pp), "--steps", "6", "--fault",
+                           c.fault, "--truth", truth_path});
+  ProgramResult r = RunProgram(argv, kMpiEnv, 8);
+  if (c.backend == "nccl") RunProgram({"sh", "-c", "rm -f /dev/shm/hangtrace-test-fakenccl-*"}, {}, 10);
   std::ifstream in(truth_path);
   ASSERT_TRUE(in) << r.out << r.err;
   nlohmann::json truth = nlohmann::json::parse(in);
@@ -131,7 +137,7 @@ TEST_P(TrainerFaults, EndsAsTheTruthSaysAndTheAnalyzerAgrees) {
 }
 
 std::string FaultName(const ::testing::TestParamInfo<FaultCase>& i) {
-  std::string n = i.param.fault + "_" + std::to_string(i.param.tp) + "x" + std::to_string(i.param.pp) + "x" + std::to_string(i.param.dp);
+  std::string n = (i.param.backend == "mpi" ? "" : i.param.backend + "_") + i.param.fault + "_" + std::to_string(i.param.tp) + "x" + std::to_string(i.param.pp) + "x" + std::to_string(i.param.dp);
   for (char& ch : n) {
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   }
@@ -148,6 +154,45 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"stop@rank=8,step=1", 2, 3, 2}, FaultCase{"crash@rank=3,step=2", 2, 3, 2},
                       FaultCase{"p2p-deadlock@rank=2,step=1", 2, 3, 2}, FaultCase{"straggler@rank=7,factor=3", 2, 3, 2}),
     FaultName);
+
+#ifdef HT_FAKES_DIR
+// The NCCL backend, on the FAKE GPU libraries (no GPU here): the same model
+// over NCCL communicators, staged through "device" buffers. p2p-deadlock is
+// left out: the fake NCCL's sends do not wait for their receives.
+TEST(TrainerNccl, OnTheFakesTheLossEqualsTheMpiBackends) {
+  ProgramResult mpi = RunProgram({"mpirun", "-np", "8", "--oversubscribe", HT_TRAINER, "--tp", "2", "--pp", "2", "--dp",
+                                  "2", "--steps", "5"},
+                                 kMpiEnv, 60);
+  ProgramResult nccl = RunProgram({"mpirun", "-np", "8", "--oversubscribe", "-x",
+                                   std::string("LD_LIBRARY_PATH=") + HT_FAKES_DIR, HT_TRAINER, "--backend", "nccl",
+                                   "--tp", "2", "--pp", "2", "--dp", "2", "--steps", "5"},
+                                  kMpiEnv, 60);
+  RunProgram({"sh", "-c", "rm -f /dev/shm/hangtrace-test-fakenccl-*"}, {}, 10);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  ASSERT_EQ(nccl.exit_code, 0) << nccl.err;
+  EXPECT_NE(nccl.out.find("backend nccl"), std::string::npos);
+  std::vector<double> a = Losses(mpi.out), b = Losses(nccl.out);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i] / a[i], 1.0, 1e-5) << "step " << i + 1;
+}
+
+TEST(TrainerNccl, WithoutAGpuItSaysSo) {
+  // The real CUDA runtime, on a machine with no GPU (or no driver).
+  ProgramResult r = RunProgram({"mpirun", "-np", "1", HT_TRAINER, "--backend", "nccl", "--steps", "1"}, kMpiEnv, 60);
+  if (r.exit_code == 0) GTEST_SKIP() << "a GPU is present here";
+  EXPECT_NE(r.err.find("--backend nccl needs an NVIDIA GPU"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Nccl, TrainerFaults,
+    ::testing::Values(FaultCase{"seed-hang@rank=3,step=2", 2, 2, 2, "nccl"}, FaultCase{"stop@rank=5,step=2", 2, 2, 2, "nccl"},
+                      FaultCase{"crash@rank=2,step=2", 2, 2, 2, "nccl"}, FaultCase{"count@rank=1,step=2", 2, 2, 2, "nccl"},
+                      FaultCase{"dtype@rank=4,step=2", 2, 2, 2, "nccl"}, FaultCase{"root@rank=0,step=2", 2, 2, 2, "nccl"},
+                      FaultCase{"swap@rank=3,step=2", 2, 2, 2, "nccl"},
+                      FaultCase{"straggler@rank=1,factor=3", 2, 2, 2, "nccl"}),
+    FaultName);
+#endif
 
 }  // namespace
 }  // namespace hangtrace

@@ -41,4 +41,8 @@ struct Topology {
 // Creates world/tpK/ppK/dpK communicators (named with MPI_Comm_set_name).
 Backend* MakeMpiBackend(const Topology& topo);
 
+// The same over NCCL on a GPU (built when CUDA and NCCL are found); null
+// with the reason in `error` when no GPU is visible.
+Backend* MakeNcclBackend(const Topology& topo, std::string* error);
+
 }  // namespace trainer

@@ -490,10 +490,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hangtrace-trainer: --train-range-to-skip takes pairs of steps (a b)\n");
     return 2;
   }
+#if !HANGTRACE_TRAINER_NCCL
   if (c.backend == "nccl") {
-    fprintf(stderr, "hangtrace-trainer: the NCCL backend is not built in this version; use --backend mpi\n");
+    fprintf(stderr, "hangtrace-trainer: this build has no NCCL backend (CUDA or NCCL were not found when it was "
+                    "configured); use --backend mpi\n");
     return 2;
   }
+#endif
 
   MPI_Init(&argc, &argv);
   int world = 0;
@@ -530,7 +533,15 @@ int main(int argc, char** argv) {
   }
   if (c.topo.rank == 0 && !c.truth.empty()) std::ofstream(c.truth) << Truth(c).dump(2) << "\n";
 
-  std::unique_ptr<Backend> backend(MakeMpiBackend(c.topo));
+  std::unique_ptr<Backend> backend;
+#if HANGTRACE_TRAINER_NCCL
+  if (c.backend == "nccl") {
+    std::string why;
+    backend.reset(MakeNcclBackend(c.topo, &why));
+    if (!backend) return fail(why);
+  }
+#endif
+  if (!backend) backend.reset(MakeMpiBackend(c.topo));
   Trainer trainer(c, backend.get());
   int start = 0;
   if (!c.load.empty() && !trainer.Load(c.load, &start)) return fail("cannot read checkpoint " + c.load);

@@ -93,6 +93,9 @@ FAKE_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   *name = K(f)->name.c_str();
   return CUDA_SUCCESS;
 }
+FAKE_EXPORT CUresult cuKernelGetName(const char** name, CUkernel k) {
+  return cuFuncGetName(name, reinterpret_cast<CUfunction>(k));
+}
 FAKE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     CUstream s, void**, void**) {
   return Launch(f, s, false);
@@ -131,7 +134,7 @@ FAKE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int versio
 static const Entry kEntries[] = {
     E(cuInit), E(cuDriverGetVersion), E(cuCtxGetCurrent), E(cuStreamCreate), EP(cuStreamQuery),
     EP(cuStreamSynchronize), E(cuStreamIsCapturing), E(cuEventCreate), E(cuEventRecord), E(cuEventQuery),
-    E(cuEventSynchronize), E(cuLaunchHostFunc), E(cuFuncGetName), EP(cuLaunchKernel), EP(cuLaunchKernelEx),
+    E(cuEventSynchronize), E(cuLaunchHostFunc), E(cuFuncGetName), E(cuKernelGetName), EP(cuLaunchKernel), EP(cuLaunchKernelEx),
     EP(cuLaunchCooperativeKernel),
 };
 

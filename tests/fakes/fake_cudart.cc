@@ -25,6 +25,7 @@ struct Driver {
   CUresult (*ctx_sync)(CUcontext);  // the CUDA 13 ABI (cuCtxSynchronize_v2)
   decltype(&cuStreamCreate) stream_create;
   decltype(&cuEventSynchronize) event_sync;
+  decltype(&cuLaunchHostFunc) host_func;
   CUfunction (*make_function)(const char*, int);
 };
 
@@ -50,6 +51,7 @@ const Driver& D() {
     d.ctx_sync = reinterpret_cast<decltype(d.ctx_sync)>(get("cuCtxSynchronize", false));
     d.stream_create = reinterpret_cast<decltype(d.stream_create)>(get("cuStreamCreate", false));
     d.event_sync = reinterpret_cast<decltype(d.event_sync)>(get("cuEventSynchronize", false));
+    d.host_func = reinterpret_cast<decltype(d.host_func)>(get("cuLaunchHostFunc", false));
     d.make_function = reinterpret_cast<decltype(d.make_function)>(dlsym(h, "fake_cuFunction"));
     return d;
   }();
@@ -83,6 +85,49 @@ FAKE_EXPORT void fake_cudaRegisterKernel(const void* host_stub, const char* name
   g_kernels[host_stub] = f;
 }
 
+// --- what nvcc's host code calls: kernel registration and <<<...>>> ------------------
+// Device code cannot run here: a registered kernel is a fake one that
+// finishes at once (the data it should have written stays as it was).
+FAKE_EXPORT void** __cudaRegisterFatBinary(void* fat) { return static_cast<void**>(fat); }
+FAKE_EXPORT void __cudaRegisterFatBinaryEnd(void**) {}
+FAKE_EXPORT void __cudaUnregisterFatBinary(void**) {}
+FAKE_EXPORT void __cudaRegisterFunction(void**, const char* host_fun, char*, const char* device_name, int, uint3*,
+                                        uint3*, dim3*, dim3*, int*) {
+  fake_cudaRegisterKernel(host_fun, device_name, 0);
+}
+namespace {
+struct CallConfig {
+  dim3 grid, block;
+  size_t shared;
+  void* stream;
+};
+thread_local CallConfig t_config;
+}  // namespace
+FAKE_EXPORT unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, struct CUstream_st* stream) {
+  t_config = CallConfig{grid, block, shared, stream};
+  return 0;
+}
+FAKE_EXPORT cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared, void* stream) {
+  *grid = t_config.grid;
+  *block = t_config.block;
+  *shared = t_config.shared;
+  *static_cast<void**>(stream) = t_config.stream;
+  return cudaSuccess;
+}
+FAKE_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_fun) {
+  *kernel = reinterpret_cast<cudaKernel_t>(KernelOf(host_fun));
+  return *kernel ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+}
+FAKE_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void**, size_t, cudaStream_t s) {
+  return D().launch(reinterpret_cast<CUfunction>(k), g.x, g.y, g.z, b.x, b.y, b.z, 0, reinterpret_cast<CUstream>(s),
+                    nullptr, nullptr) == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
+}
+FAKE_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 g, dim3 b, void**, size_t, cudaStream_t s) {
+  return D().launch_ptsz(reinterpret_cast<CUfunction>(k), g.x, g.y, g.z, b.x, b.y, b.z, 0,
+                         reinterpret_cast<CUstream>(s), nullptr, nullptr) == CUDA_SUCCESS ? cudaSuccess
+                                                                                          : cudaErrorLaunchFailure;
+}
+
 // --- the runtime API -----------------------------------------------------------------
 FAKE_EXPORT cudaError_t cudaGetDevice(int* d) {
   *d = 0;
@@ -106,6 +151,31 @@ FAKE_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cu
   memcpy(dst, src, n);
   return cudaSuccess;
 }
+namespace {
+struct Copy {
+  void* dst;
+  const void* src;
+  size_t n;
+};
+void DoCopy(void* p) {
+  auto* c = static_cast<Copy*>(p);
+  memcpy(c->dst, c->src, c->n);
+  delete c;
+}
+}  // namespace
+FAKE_EXPORT cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind, cudaStream_t s) {
+  return D().host_func(reinterpret_cast<CUstream>(s), DoCopy, new Copy{dst, src, n}) == CUDA_SUCCESS ? cudaSuccess
+                                                                                                       : cudaErrorUnknown;
+}
+FAKE_EXPORT cudaError_t cudaMemset(void* p, int v, size_t n) {
+  D().ctx_sync(nullptr);
+  memset(p, v, n);
+  return cudaSuccess;
+}
+FAKE_EXPORT cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+FAKE_EXPORT cudaError_t cudaPeekAtLastError(void) { return cudaSuccess; }
+FAKE_EXPORT const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake error"; }
+FAKE_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 FAKE_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* s) {
   return D().stream_create(reinterpret_cast<CUstream*>(s), 0) == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }

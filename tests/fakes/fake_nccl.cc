@@ -23,7 +23,7 @@
 
 namespace {
 
-constexpr size_t kMaxBytes = 16384;  // data moved per rank per operation
+constexpr size_t kMaxBytes = 1 << 20;  // data moved per rank per operation (sparse: only what is used)
 constexpr int kMaxRanks = 64;
 
 struct Slot {
