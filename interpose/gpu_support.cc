@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -239,8 +240,16 @@ void Drain(const fmt::Record& r, const Backend* b) {
   if (!b || g_device_dead) return;
   void* stream = EffectiveStream(r.handle, r.flags & fmt::kRecPtsz);
   if (b->capturing(stream)) return;
-  long wait_ns = 20000;
+  // Short work finishes within microseconds: yield first (a sleep costs the
+  // timer slack, 50 us by default), then sleep, longer and longer, up to
+  // 1 ms, so a hung operation costs no CPU.
+  const int64_t start = MonotonicNs();
+  long wait_ns = 50000;
   while (b->query_stream(stream) == 1) {
+    if (MonotonicNs() - start < 200000) {
+      sched_yield();
+      continue;
+    }
     SleepNs(wait_ns);
     if (wait_ns < 1000000) wait_ns *= 2;
   }
