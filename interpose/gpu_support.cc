@@ -147,21 +147,11 @@ void* PollerMain(void*) {
 }
 
 void StartPoller() {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t th;
-  if (pthread_create(&th, &attr, PollerMain, nullptr) != 0) {
+  if (!StartTracerThread(PollerMain)) {
     WriteStderrLine("hangtrace: cannot start the device poller thread; device completion is not tracked");
   } else {
     __atomic_fetch_or(&g_trace->header->features, uint64_t(fmt::kFeatDeviceEvents), __ATOMIC_RELEASE);
   }
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // The pool of the current context, created (with all its events) the first

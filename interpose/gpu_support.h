@@ -78,13 +78,6 @@ F* Real(F*& slot, const GpuSymbol& s) {
 
 inline bool Tracing() { return g_trace != nullptr && t_thread.depth == 0; }
 
-inline fmt::Record NewRecord(uint16_t call) {
-  fmt::Record r{};
-  r.call = call;
-  r.comm = fmt::kNoComm;
-  r.peer = fmt::kNoPeer;
-  return r;
-}
 
 // --- NCCL (gpu_nccl.cc) --------------------------------------------------------------
 

@@ -38,15 +38,6 @@ inline bool Tracing() {
   return g_trace != nullptr && t_thread.depth == 0 && (g_mpi_enabled || MpiNotLinked());
 }
 
-// A record for call `call` (index in the file's call table), other fields
-// neutral.
-inline fmt::Record NewRecord(uint16_t call) {
-  fmt::Record r{};
-  r.call = call;
-  r.comm = fmt::kNoComm;
-  r.peer = fmt::kNoPeer;
-  return r;
-}
 
 // --- datatypes, reductions, peers ------------------------------------------
 uint8_t Dtype(MPI_Datatype d);

@@ -121,7 +121,7 @@ void* BackgroundMain(void*) {
 
 }  // namespace
 
-void StartBackgroundThread() {
+bool StartTracerThread(void* (*main)(void*)) {
   // Block every signal in the new thread, so signals meant for the program
   // are never delivered to ours.
   sigset_t all, old;
@@ -132,10 +132,16 @@ void StartBackgroundThread() {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_t th;
-  int rc = pthread_create(&th, &attr, BackgroundMain, nullptr);
+  int rc = pthread_create(&th, &attr, main, nullptr);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc != 0) WriteStderrLine("hangtrace: cannot start the watchdog thread; tracing without it");
+  return rc == 0;
+}
+
+void StartBackgroundThread() {
+  if (!StartTracerThread(BackgroundMain)) {
+    WriteStderrLine("hangtrace: cannot start the watchdog thread; tracing without it");
+  }
 }
 
 }  // namespace hangtrace

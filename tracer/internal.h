@@ -12,6 +12,9 @@ void UpdateClock(fmt::ClockInfo* c);
 
 // The background thread: heartbeat, clock calibration, watchdog.
 void StartBackgroundThread();
+// Starts a detached thread of the tracer's own with every signal blocked
+// (signals meant for the program never land there); false on failure.
+bool StartTracerThread(void* (*main)(void*));
 
 // The stack-capture signal and the fatal-signal recorders (stacks.cc).
 void InstallSignalHandlers();

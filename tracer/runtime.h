@@ -62,6 +62,16 @@ bool AttachThread(ThreadState& t);
 
 // --- the record path ------------------------------------------------------
 
+// A record for call `call` (index in the file's call table), other fields
+// neutral: what every wrapper starts from.
+inline fmt::Record NewRecord(uint16_t call) {
+  fmt::Record r{};
+  r.call = call;
+  r.comm = fmt::kNoComm;
+  r.peer = fmt::kNoPeer;
+  return r;
+}
+
 // Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
 // Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
 // current call. Returns whether the call is recorded: false when untraced
