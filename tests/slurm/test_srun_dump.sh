@@ -30,26 +30,43 @@ echo "cluster up: $(sinfo -h -o '%D nodes %T')"
 # Its own TMPDIR: Open MPI's session folders of earlier runs never collide.
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=lo TMPDIR="$work/tmp"
 mkdir -p "$work/tmp"
-srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=seedhang \
-  "$build/bin/hangtrace" run --dir "$work/traces" --timeout 5 -- \
-  "$build/bin/hangtrace-trainer" --tp 2 --pp 2 --dp 2 --steps 50 --fault seed-hang@rank=3,step=3 \
-  > "$work/job.out" 2>&1 &
-srun_pid=$!
-job=""
-for i in $(seq 100); do
-  job=$(squeue -h -n seedhang -o %i | head -1)
-  [ -n "$job" ] && break
-  sleep 0.2
-done
-[ -n "$job" ] || fail "the job did not start"
-echo "job $job running"
-# Wait until the hang has happened: the watchdog (5 s) has flagged rank 1
-# in the pipeline broadcast.
-for i in $(seq 180); do
-  grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job.out" && break
-  sleep 0.5
-done
-grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job.out" || { cat "$work/job.out"; fail "the job did not hang"; }
+start_job() {  # $1: attempt
+  srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name="seedhang$1" \
+    "$build/bin/hangtrace" run --dir "$work/traces" --timeout 5 -- \
+    "$build/bin/hangtrace-trainer" --tp 2 --pp 2 --dp 2 --steps 50 --fault seed-hang@rank=3,step=3 \
+    > "$work/job$1.out" 2>&1 &
+  srun_pid=$!
+  disown "$srun_pid"  # killed at the end: no job-control message
+  job=""
+  for i in $(seq 100); do
+    job=$(squeue -h -n "seedhang$1" -o %i | head -1)
+    [ -n "$job" ] && break
+    sleep 0.2
+  done
+  [ -n "$job" ] || fail "the job did not start"
+  echo "job $job running"
+  # Until the hang has happened: the watchdog (5 s) flags rank 1 in the
+  # pipeline broadcast. Or until the job ends without hanging.
+  for i in $(seq 180); do
+    grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job$1.out" && return 0
+    kill -0 "$srun_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  # It did not hang: say why, from its own trace files (a crash is recorded
+  # there with its signal and stack).
+  cat "$work/job$1.out"
+  "$build/bin/hangtrace" analyze "$work/traces/$job" 2>&1 | head -40 || true
+  return 1
+}
+# Open MPI's TCP wire-up between emulated nodes has failed once in many runs
+# on this 2-core VM (a rank died at start-up); the diagnosis above says what
+# happened, and one more attempt is made. Twice is a failure.
+if ! start_job 1; then
+  echo "the job ended before hanging; trying once more"
+  kill -9 "$srun_pid" 2>/dev/null || true
+  scancel --quiet "$job" 2>/dev/null || true
+  start_job 2 || fail "the job did not hang, twice"
+fi
 
 start=$(date +%s.%N)
 "$build/bin/hangtrace" srun-dump "$job" --dir "$work/traces" --out "$work/dump" > "$work/report.txt" 2> "$work/report.err"
