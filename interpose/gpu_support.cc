@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tracer/hash.h"
 #include "tracer/internal.h"
@@ -52,19 +53,38 @@ DlsymFn FindRealDlsym() {
 
 // dlsym(RTLD_NEXT) asked through our wrapper would search after *this*
 // library, not after the caller: search after the caller, object by object,
-// accepting a definition only from the object searched (dladdr says where
-// the one found lives).
+// accepting a definition only from the object searched. The list of loaded
+// objects is taken under the loader's lock (dl_iterate_phdr), and each object
+// is pinned with dlopen(RTLD_NOLOAD) while it is searched, so a library that
+// another thread unloads meanwhile is never touched.
+struct LoadedObject {
+  std::string name;
+  uintptr_t base;
+};
+
+int CollectObject(struct dl_phdr_info* info, size_t, void* arg) {
+  static_cast<std::vector<LoadedObject>*>(arg)->push_back({info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr});
+  return 0;
+}
+
 void* NextAfter(const void* caller, const char* name) {
   Dl_info info;
-  struct link_map* map = nullptr;
-  if (!dladdr1(caller, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) || !map) return nullptr;
-  for (struct link_map* m = map->l_next; m; m = m->l_next) {
-    void* h = dlopen(m->l_name && m->l_name[0] ? m->l_name : nullptr, RTLD_LAZY | RTLD_NOLOAD);
+  struct link_map* self = nullptr;
+  if (!dladdr1(caller, &info, reinterpret_cast<void**>(&self), RTLD_DL_LINKMAP) || !self) return nullptr;
+  std::vector<LoadedObject> objects;
+  dl_iterate_phdr(CollectObject, &objects);  // in link-map order, main program first
+  size_t i = 0;
+  while (i < objects.size() && !(objects[i].base == self->l_addr && objects[i].name == self->l_name)) ++i;
+  for (++i; i < objects.size(); ++i) {
+    if (objects[i].name.empty()) continue;  // the main program (it is first) or the vDSO
+    void* h = dlopen(objects[i].name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
     if (!h) continue;
-    void* p = g_real_dlsym(h, name);
-    dlclose(h);
+    struct link_map* mine = nullptr;
+    void* p = dlinfo(h, RTLD_DI_LINKMAP, &mine) == 0 ? g_real_dlsym(h, name) : nullptr;
     struct link_map* owner = nullptr;
-    if (p && dladdr1(p, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) && owner == m) return p;
+    bool here = p && dladdr1(p, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) && owner == mine;
+    dlclose(h);
+    if (here) return p;
   }
   return nullptr;
 }

@@ -47,6 +47,14 @@ bool StackHas(const StackInfo& st, const std::string& symbol) {
   return false;
 }
 
+TEST(Runtime, DlsymRtldNextIsAnsweredForTheCaller) {
+  // libhangtrace.so wraps dlsym (for cuGetProcAddress); RTLD_NEXT asked
+  // through it must still mean "after the caller", not "after hangtrace".
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"dlnext"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 TEST(Runtime, NormalExitIsRecordedWithItsCode) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"exit", "3"});

@@ -10,9 +10,14 @@
  *   fork         regions in parent and child; the child exits 0; exit 0
  *   exec         one region, then exec itself as `traced_prog events 3`
  *   threads N    N threads doing regions concurrently, plus the main thread
+ *   dlnext       dlsym(RTLD_NEXT) from the program itself still finds the
+ *                next definition (libc's), with hangtrace's dlsym in between;
+ *                exits 0 when it does
  *   park N       N threads parked in parked_thread(), main in a region in
  *                stuck_in_here(); SIGUSR1 makes it exit 0 (for the dump tests)
  */
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -86,6 +91,16 @@ int main(int argc, char** argv) {
     regions(r, 3);
     begin(r, 7);
     stuck_in_here();
+  }
+  if (!strcmp(mode, "dlnext")) {
+    void* next = dlsym(RTLD_NEXT, "getpid");
+    void* libc = dlvsym(RTLD_DEFAULT, "getpid", "GLIBC_2.2.5");
+    void* none = dlsym(RTLD_NEXT, "hangtrace_no_such_symbol");
+    /* The next dlsym after the program is the preloaded library's (the
+     * program's own &dlsym); searching after hangtrace would give libc's. */
+    void* next_dlsym = dlsym(RTLD_NEXT, "dlsym");
+    printf("next=%p libc=%p none=%p next_dlsym=%p own=%p\n", next, libc, none, next_dlsym, (void*)&dlsym);
+    return next && next == libc && !none && next_dlsym == (void*)&dlsym ? 0 : 1;
   }
   if (!strcmp(mode, "park")) {
     signal(SIGUSR1, exit_now);
