@@ -15,6 +15,7 @@ cleanup() {
   [ -n "${SLURM_CONF:-}" ] && scancel --quiet "${job:-0}" 2>/dev/null || true
   if [ -n "${srun_pid:-}" ]; then pkill -9 -P "$srun_pid" 2>/dev/null || true; kill -9 "$srun_pid" 2>/dev/null || true; fi
   "$src/tests/slurm/cluster.sh" stop "$work/cluster" || true
+  pkill -9 -f -- "--dir $work/traces" 2>/dev/null || true  # srun clients of every attempt
   rm -rf "$work"
 }
 trap cleanup EXIT
