@@ -1,7 +1,6 @@
 // CUDA's half of the GPU wrappers: the cuGetProcAddress wrappers, the
 // driver calls device completion uses, and kernel names of CUfunctions.
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstring>
 #include <string>
@@ -17,17 +16,7 @@ namespace {
 
 template <typename F>
 F Driver(const char* name) {
-  // RTLD_DEFAULT first, then libcuda.so.1 loaded RTLD_LOCAL.
-  void* p = RealDlsym(RTLD_DEFAULT, name);
-  if (!p) {
-    if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
-      p = RealDlsym(h, name);
-      dlclose(h);
-    }
-  }
-  // Our own exported wrapper is not the driver: ask for the real one.
-  if (const GpuSymbol* s = FindSymbol(name); s && p == s->wrapper) p = ResolveReal(*s);
-  return reinterpret_cast<F>(p);
+  return FindLoaded<F>(name, fmt::Api::kCuda);
 }
 
 struct CudaCalls {

@@ -1,6 +1,5 @@
 // HIP's half of the GPU wrappers: the hipGetProcAddress wrapper, the runtime
 // calls device completion uses, and kernel names of hipFunction_t.
-#include <dlfcn.h>
 #include <hip/hip_runtime_api.h>
 
 #include <cstring>
@@ -13,16 +12,7 @@ namespace {
 
 template <typename F>
 F Hip(const char* name) {
-  void* p = RealDlsym(RTLD_DEFAULT, name);
-  for (const char* lib : {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"}) {
-    if (p) break;
-    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      p = RealDlsym(h, name);
-      dlclose(h);
-    }
-  }
-  if (const GpuSymbol* s = FindSymbol(name); s && p == s->wrapper) p = ResolveReal(*s);
-  return reinterpret_cast<F>(p);
+  return FindLoaded<F>(name, fmt::Api::kHip);
 }
 
 // hipStreamIsCapturing arrived after the HIP these headers may be (5.2):

@@ -20,6 +20,7 @@
 
 #include "gpu_nccl.gen.h"
 #include "interpose/gpu_support.h"
+#include "tracer/handle_map.h"
 #include "tracer/hash.h"
 
 namespace hangtrace::gpu {
@@ -27,70 +28,15 @@ namespace {
 
 // --- the comm table: ncclComm_t -> index, read lock-free -------------------------
 
-constexpr size_t kTableSize = 8192;
-constexpr uintptr_t kEmpty = 0, kTomb = 1;
-struct Entry {
-  uintptr_t key;
-  uint16_t index;
-};
-Entry g_table[kTableSize];
+HandleMap<8192> g_table;  // writers hold g_lock
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 uint32_t g_initall_counter = 0;
 uint8_t g_async_reported[fmt::kMaxComms];
 
-int Find(uintptr_t key) {
-  for (size_t i = Mix(key) & (kTableSize - 1), n = 0; n < kTableSize; i = (i + 1) & (kTableSize - 1), ++n) {
-    uintptr_t k = __atomic_load_n(&g_table[i].key, __ATOMIC_ACQUIRE);
-    if (k == key) return g_table[i].index;
-    if (k == kEmpty) return -1;
-  }
-  return -1;
-}
-
-// g_lock held.
-void Map(uintptr_t key, uint16_t index) {
-  size_t tomb = SIZE_MAX;
-  for (size_t i = Mix(key) & (kTableSize - 1), n = 0; n < kTableSize; i = (i + 1) & (kTableSize - 1), ++n) {
-    uintptr_t k = g_table[i].key;
-    if (k == key) {
-      g_table[i].index = index;
-      return;
-    }
-    if (k == kTomb && tomb == SIZE_MAX) tomb = i;
-    if (k == kEmpty) {
-      size_t at = tomb != SIZE_MAX ? tomb : i;
-      g_table[at].index = index;
-      __atomic_store_n(&g_table[at].key, key, __ATOMIC_RELEASE);
-      return;
-    }
-  }
-}
-
-void Unmap(uintptr_t key) {
-  pthread_mutex_lock(&g_lock);
-  for (size_t i = Mix(key) & (kTableSize - 1), n = 0; n < kTableSize; i = (i + 1) & (kTableSize - 1), ++n) {
-    uintptr_t k = g_table[i].key;
-    if (k == kEmpty) break;
-    if (k == key) {
-      __atomic_store_n(&g_table[i].key, kTomb, __ATOMIC_RELEASE);
-      break;
-    }
-  }
-  pthread_mutex_unlock(&g_lock);
-}
-
 // NCCL's query calls (not wrapped), found like the wrapped ones.
 template <typename F>
 F Query(const char* name) {
-  void* p = RealDlsym(RTLD_DEFAULT, name);
-  for (const char* lib : {"libnccl.so.2", "librccl.so.1", "libnccl.so", "librccl.so"}) {
-    if (p) break;
-    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      p = RealDlsym(h, name);
-      dlclose(h);
-    }
-  }
-  return reinterpret_cast<F>(p);
+  return FindLoaded<F>(name, fmt::Api::kNccl);
 }
 
 fmt::CommKind Kind() {
@@ -129,7 +75,7 @@ uint16_t Register(ncclComm_t comm, uint64_t id, uint64_t parent_id, uint16_t cre
   d.label = label;
   pthread_mutex_lock(&g_lock);
   uint16_t index = RegisterComm(d);
-  if (index != fmt::kNoComm) Map(reinterpret_cast<uintptr_t>(comm), index);
+  if (index != fmt::kNoComm) g_table.Map(reinterpret_cast<uintptr_t>(comm), index);
   pthread_mutex_unlock(&g_lock);
   // A job launched without MPI (torchrun sets RANK; a bare program nothing):
   // the first communicator's rank is the best rank there is.
@@ -153,7 +99,7 @@ const char* ConfigName(const ncclConfig_t* c) {
 
 uint16_t NcclComm(const void* comm) {
   if (!comm) return fmt::kNoComm;
-  int index = Find(reinterpret_cast<uintptr_t>(comm));
+  int index = g_table.Find(reinterpret_cast<uintptr_t>(comm));
   if (index >= 0) return uint16_t(index);
   // Created before tracing began or by a call not wrapped: known only here.
   uint64_t id = Combine(Combine(HashString("nccl-unseen"), uint64_t(getpid())), reinterpret_cast<uintptr_t>(comm));
@@ -247,7 +193,9 @@ void After_ncclCommFinalize(fmt::Record&, ncclResult_t, ncclComm_t) {}
 void After_ncclCommDestroy(fmt::Record& r, ncclResult_t ret, ncclComm_t comm) {
   if (ret != ncclSuccess || r.comm == fmt::kNoComm) return;
   MarkCommFreed(r.comm);
-  Unmap(reinterpret_cast<uintptr_t>(comm));  // the handle may come back for a new comm
+  pthread_mutex_lock(&g_lock);
+  g_table.Unmap(reinterpret_cast<uintptr_t>(comm));  // the handle may come back for a new comm
+  pthread_mutex_unlock(&g_lock);
 }
 
 void After_ncclCommAbort(fmt::Record& r, ncclResult_t ret, ncclComm_t comm) { After_ncclCommDestroy(r, ret, comm); }

@@ -40,6 +40,10 @@ const char* const* LibsOf(fmt::Api api) {
   }
 }
 
+// `name` in one of `api`'s libraries that is already loaded (RTLD_NOLOAD:
+// nothing is loaded here), RTLD_LOCAL ones included.
+void* FromLoadedLibrary(const char* name, fmt::Api api);
+
 using DlsymFn = void* (*)(void*, const char*);
 DlsymFn g_real_dlsym = nullptr;
 
@@ -333,24 +337,27 @@ void* RealDlsym(void* handle, const char* name) {
   return g_real_dlsym ? g_real_dlsym(handle, name) : nullptr;
 }
 
-void* ResolveReal(const GpuSymbol& s) {
-  if (void* p = __atomic_load_n(s.real, __ATOMIC_ACQUIRE)) return p;
-  void* p = RealDlsym(RTLD_NEXT, s.name);
-  for (const char* const* lib = LibsOf(s.api); !p && *lib; ++lib) {
+namespace {
+void* FromLoadedLibrary(const char* name, fmt::Api api) {
+  void* p = nullptr;
+  for (const char* const* lib = LibsOf(api); !p && *lib; ++lib) {
     if (void* h = dlopen(*lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      p = RealDlsym(h, s.name);
+      p = RealDlsym(h, name);
       dlclose(h);  // NOLOAD took a reference; the library stays loaded
     }
   }
+  return p;
+}
+}  // namespace
+
+void* ResolveReal(const GpuSymbol& s) {
+  if (void* p = __atomic_load_n(s.real, __ATOMIC_ACQUIRE)) return p;
+  void* p = RealDlsym(RTLD_NEXT, s.name);
+  if (!p) p = FromLoadedLibrary(s.name, s.api);
   if (!p && s.api == fmt::Api::kNccl) {  // NCCL exports every call again as pnccl*
     std::string alias = std::string("p") + s.name;
     p = RealDlsym(RTLD_NEXT, alias.c_str());
-    for (const char* const* lib = kNcclLibs; !p && *lib; ++lib) {
-      if (void* h = dlopen(*lib, RTLD_LAZY | RTLD_NOLOAD)) {
-        p = RealDlsym(h, alias.c_str());
-        dlclose(h);
-      }
-    }
+    if (!p) p = FromLoadedLibrary(alias.c_str(), s.api);
   }
   if (p == s.wrapper) p = nullptr;
   if (!p) {
@@ -358,6 +365,14 @@ void* ResolveReal(const GpuSymbol& s) {
                        " was called but no library defines it (is it linked statically?); the call fails";
     WriteStderrLine(line.c_str());
   }
+  return p;
+}
+
+void* FindLoaded(const char* name, fmt::Api api) {
+  void* p = RealDlsym(RTLD_DEFAULT, name);
+  if (!p) p = FromLoadedLibrary(name, api);
+  // Our own exported wrapper is not the library's function: ask for the real one.
+  if (const GpuSymbol* s = FindSymbol(name); s && p == s->wrapper) p = ResolveReal(*s);
   return p;
 }
 

@@ -64,6 +64,15 @@ void* RealDlsym(void* handle, const char* name);
 // when none exists.
 void* ResolveReal(const GpuSymbol& s);
 
+// A function of `api`'s libraries as loaded now, never one of our wrappers:
+// the global scope, then a library loaded RTLD_LOCAL. For the calls the
+// wrappers use themselves (events, names, NCCL's queries). Null when absent.
+void* FindLoaded(const char* name, fmt::Api api);
+template <typename F>
+F FindLoaded(const char* name, fmt::Api api) {
+  return reinterpret_cast<F>(FindLoaded(name, api));
+}
+
 template <typename F>
 F* Real(F*& slot, const GpuSymbol& s) {
   F* f = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tracer/handle_map.h"
 #include "tracer/hash.h"
 #include "tracer/internal.h"
 
@@ -118,61 +119,12 @@ uint8_t RedopSlow(MPI_Op op) {
 
 // --- communicators -------------------------------------------------------------
 
-// Handle -> index in the file's comm table. Open addressing; readers take no
-// lock (key published last, with release), writers hold g_comm_lock.
-constexpr uint64_t kEmpty = 0, kTomb = 1, kBusy = 2;
-struct CommSlot {
-  uint64_t key;
-  uint16_t index;
-};
-constexpr size_t kCommMapSize = 8192;
-CommSlot g_comm_map[kCommMapSize];
+// Handle -> index in the file's comm table (writers hold g_comm_lock).
+HandleMap<8192> g_comm_map;
 pthread_mutex_t g_comm_lock = PTHREAD_MUTEX_INITIALIZER;
 // MPI_Comm_create_group and intercomms: creations so far per (parent, members)
 // key, since no parent-wide counter is shared by every member.
 std::map<uint64_t, uint32_t>* g_keyed_counters;
-
-int FindComm(uint64_t key) {
-  for (size_t i = Mix(key) & (kCommMapSize - 1), n = 0; n < kCommMapSize; i = (i + 1) & (kCommMapSize - 1), ++n) {
-    uint64_t k = __atomic_load_n(&g_comm_map[i].key, __ATOMIC_ACQUIRE);
-    if (k == key) return g_comm_map[i].index;
-    if (k == kEmpty) return -1;
-  }
-  return -1;
-}
-
-void MapComm(uint64_t key, uint16_t index) {  // g_comm_lock held
-  size_t tomb = SIZE_MAX;
-  for (size_t i = Mix(key) & (kCommMapSize - 1), n = 0; n < kCommMapSize; i = (i + 1) & (kCommMapSize - 1), ++n) {
-    uint64_t k = g_comm_map[i].key;
-    if (k == key) {
-      g_comm_map[i].index = index;
-      return;
-    }
-    if (k == kTomb && tomb == SIZE_MAX) tomb = i;
-    if (k == kEmpty) {
-      size_t at = tomb != SIZE_MAX ? tomb : i;
-      g_comm_map[at].index = index;
-      __atomic_store_n(&g_comm_map[at].key, key, __ATOMIC_RELEASE);
-      return;
-    }
-  }
-  if (tomb != SIZE_MAX) {
-    g_comm_map[tomb].index = index;
-    __atomic_store_n(&g_comm_map[tomb].key, key, __ATOMIC_RELEASE);
-  }
-}
-
-void UnmapComm(uint64_t key) {  // g_comm_lock held
-  for (size_t i = Mix(key) & (kCommMapSize - 1), n = 0; n < kCommMapSize; i = (i + 1) & (kCommMapSize - 1), ++n) {
-    uint64_t k = g_comm_map[i].key;
-    if (k == key) {
-      __atomic_store_n(&g_comm_map[i].key, kTomb, __ATOMIC_RELEASE);
-      return;
-    }
-    if (k == kEmpty) return;
-  }
-}
 
 // World ranks of a communicator's members (local group, then the remote
 // group of an intercomm), by local group translation: no communication.
@@ -241,7 +193,7 @@ uint16_t RegisterLocked(MPI_Comm comm, MPI_Comm facts, const NewComm& n, const s
     d.size = int32_t(members.size());
   }
   uint16_t index = RegisterComm(d);
-  if (index != fmt::kNoComm) MapComm(HandleKey(comm), index);
+  if (index != fmt::kNoComm) g_comm_map.Map(HandleKey(comm), index);
   return index;
 }
 
@@ -253,6 +205,9 @@ uint64_t CommIdOf(uint16_t index) {
 int32_t WorldRank() { return g_trace ? g_trace->process->rank : -1; }
 
 // --- pending requests ------------------------------------------------------------
+
+// Markers of the request table's keys (HandleKey never returns them).
+constexpr uint64_t kEmpty = 0, kTomb = 1, kBusy = 2;
 
 struct RequestSlot {
   uint64_t key;
@@ -354,7 +309,7 @@ void SetTag(fmt::Record& r, int tag) {
 uint16_t CommIndex(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return fmt::kNoComm;
   uint64_t key = HandleKey(comm);
-  int found = FindComm(key);
+  int found = g_comm_map.Find(key);
   if (found >= 0) return uint16_t(found);
   // First sight: the world or self before MPI_Init returned to us, or a comm
   // made by a call we do not wrap (MPI_Cart_create, MPI_Intercomm_merge...).
@@ -363,7 +318,7 @@ uint16_t CommIndex(MPI_Comm comm) {
   HT_PMPI(MPI_Finalized)(&fin);
   if (!init || fin) return fmt::kNoComm;
   pthread_mutex_lock(&g_comm_lock);
-  found = FindComm(key);
+  found = g_comm_map.Find(key);
   uint16_t index = found >= 0 ? uint16_t(found) : fmt::kNoComm;
   if (found < 0) {
     NewComm n;
@@ -434,10 +389,10 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
 void CommFreeing(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return;
   uint64_t key = HandleKey(comm);
-  int index = FindComm(key);
+  int index = g_comm_map.Find(key);
   if (index >= 0) MarkCommFreed(uint16_t(index));
   pthread_mutex_lock(&g_comm_lock);
-  UnmapComm(key);
+  g_comm_map.Unmap(key);
   pthread_mutex_unlock(&g_comm_lock);
 }
 
