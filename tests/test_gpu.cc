@@ -22,8 +22,6 @@ using testing::ProgramResult;
 using testing::RunProgram;
 using testing::TempDir;
 
-const std::vector<std::pair<std::string, std::string>> kMpiEnv = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                                                                  {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
 
 ProgramResult RunGpu(const TempDir& dir, const std::vector<std::string>& args, double limit_s,
                      std::vector<std::pair<std::string, std::string>> env = {}) {
@@ -33,8 +31,8 @@ ProgramResult RunGpu(const TempDir& dir, const std::vector<std::string>& args, d
 }
 
 ProgramResult RunNccl(const TempDir& dir, const std::string& fault, int rank, double limit_s,
-                      std::vector<std::pair<std::string, std::string>> env = kMpiEnv) {
-  for (const auto& e : kMpiEnv) env.push_back(e);
+                      std::vector<std::pair<std::string, std::string>> env = {}) {
+  for (const auto& e : testing::kMpiAsRoot) env.push_back(e);
   ProgramResult r = RunProgram({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
                                 "job", "--", HT_GPU_PROG, "nccl", fault, std::to_string(rank)},
                                env, limit_s);
@@ -49,6 +47,15 @@ TraceSnapshot OnlyFile(const TempDir& dir) {
   auto s = files.empty() ? std::nullopt : ReadTraceFile(files[0], &err);
   EXPECT_TRUE(s) << err;
   return s ? *s : TraceSnapshot{};
+}
+
+// The kernel names of a file's launches.
+std::set<std::string> KernelNames(const TraceSnapshot& s) {
+  std::set<std::string> out;
+  for (const Event& e : s.events) {
+    if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) out.insert(s.KernelName(e.rec));
+  }
+  return out;
 }
 
 // name -> number of BEGIN records.
@@ -81,8 +88,6 @@ TEST(Gpu, EveryLaunchPathIsTracedOnceWithItsStreamVariant) {
   EXPECT_EQ(n["cuLaunchKernel_ptsz"], 1);
   EXPECT_EQ(n["cudaStreamSynchronize"], 1);
   EXPECT_EQ(n["cudaDeviceSynchronize"], 1);
-  std::set<std::string> kernels;
-  int pending = 0, complete = 0;
   for (const Event& e : s.events) {
     const fmt::Record& x = e.rec;
     std::string name = s.CallName(x.call);
@@ -93,16 +98,14 @@ TEST(Gpu, EveryLaunchPathIsTracedOnceWithItsStreamVariant) {
       EXPECT_EQ(x.count, 2u);   // blocks
       EXPECT_EQ(x.tag, 128);    // threads per block
     }
-    if (x.kind == uint8_t(fmt::EventKind::kBegin)) kernels.insert(s.KernelName(x));
-    pending += x.kind == uint8_t(fmt::EventKind::kDevicePending);
-    complete += x.kind == uint8_t(fmt::EventKind::kComplete);
   }
+  std::set<std::string> kernels = KernelNames(s);
   EXPECT_TRUE(kernels.count("k_quick"));
   EXPECT_TRUE(kernels.count("drv_kernel"));
   EXPECT_TRUE(kernels.count("proc_kernel"));
   // Every launch got an event, and every event fired.
-  EXPECT_EQ(pending, 8);
-  EXPECT_EQ(complete, pending);
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kDevicePending), 8u);
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kComplete), 8u);
   EXPECT_TRUE(s.header.features & fmt::kFeatDeviceEvents);
 }
 
@@ -111,7 +114,7 @@ TEST(Gpu, DeviceEventsOffRecordsNoEvents) {
   ProgramResult r = RunGpu(dir, {HT_GPU_PROG, "launches"}, 30, {{"HANGTRACE_DEVICE_EVENTS", "off"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   TraceSnapshot s = OnlyFile(dir);
-  for (const Event& e : s.events) EXPECT_NE(e.rec.kind, uint8_t(fmt::EventKind::kDevicePending));
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kDevicePending), 0u);
   EXPECT_EQ(Begins(s)["cudaLaunchKernel"], 4);
 }
 
@@ -168,16 +171,14 @@ TEST(Gpu, NcclCommunicatorsGroupsAndCompletion) {
     EXPECT_EQ(n["ncclSend"], 5);
     // A group's operations carry its id; the device tracks each once.
     std::map<uint32_t, int> group_ops;
-    int pending = 0, complete = 0;
     for (const Event& e : s->events) {
       if (e.rec.kind == uint8_t(fmt::EventKind::kBegin) && (e.rec.flags & fmt::kRecInGroup)) ++group_ops[e.rec.aux];
-      pending += e.rec.kind == uint8_t(fmt::EventKind::kDevicePending);
-      complete += e.rec.kind == uint8_t(fmt::EventKind::kComplete);
     }
     EXPECT_EQ(group_ops.size(), 5u);
     for (const auto& [id, ops] : group_ops) EXPECT_EQ(ops, 2) << "group " << id;
-    EXPECT_EQ(pending, 5 * 4);  // all-reduce, send, recv, broadcast per step
-    EXPECT_EQ(complete, pending);
+    // all-reduce, send, recv, broadcast per step
+    EXPECT_EQ(testing::CountKind(*s, fmt::EventKind::kDevicePending), 5u * 4);
+    EXPECT_EQ(testing::CountKind(*s, fmt::EventKind::kComplete), 5u * 4);
   }
   ASSERT_EQ(holders.size(), 3u);  // world and two pairs
   for (const auto& [id, ranks] : holders) EXPECT_TRUE(ranks.size() == 4 || ranks.size() == 2);
@@ -250,17 +251,11 @@ TEST(Gpu, HipLaunchesAndTheSptVariant) {
   EXPECT_EQ(n["hipLaunchKernel_spt"], 1);  // reached through hipGetProcAddress
   EXPECT_EQ(n["hipModuleLaunchKernel"], 1);
   EXPECT_EQ(n["hipStreamSynchronize"], 1);
-  std::set<std::string> kernels;
-  int pending = 0, complete = 0;
-  for (const Event& e : s.events) {
-    if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) kernels.insert(s.KernelName(e.rec));
-    pending += e.rec.kind == uint8_t(fmt::EventKind::kDevicePending);
-    complete += e.rec.kind == uint8_t(fmt::EventKind::kComplete);
-  }
+  std::set<std::string> kernels = KernelNames(s);
   EXPECT_TRUE(kernels.count("hip_quick"));
   EXPECT_TRUE(kernels.count("module_kernel"));
-  EXPECT_EQ(pending, 3);
-  EXPECT_EQ(complete, 3);
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kDevicePending), 3u);
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kComplete), 3u);
 }
 #endif
 

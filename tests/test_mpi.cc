@@ -30,7 +30,7 @@ ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const 
                      double limit_s = 60) {
   return RunProgram({"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir", dir.path(),
                      "--job", "job", "--timeout", timeout, "--", HT_MPI_PROG, mode},
-                    {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}}, limit_s);
+                    testing::kMpiAsRoot, limit_s);
 }
 
 // Rank -> snapshot, for the files of MPI ranks (not fork children).

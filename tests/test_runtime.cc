@@ -11,6 +11,7 @@
 namespace hangtrace {
 namespace {
 
+using testing::CountKind;
 using testing::ListTraceFiles;
 using testing::ProgramResult;
 using testing::RunProgram;
@@ -32,12 +33,6 @@ TraceSnapshot ReadOnly(const TempDir& dir) {
   auto s = files.empty() ? std::nullopt : ReadTraceFile(files[0], &err);
   EXPECT_TRUE(s) << err;
   return s ? *s : TraceSnapshot{};
-}
-
-size_t CountKind(const TraceSnapshot& s, fmt::EventKind kind, const std::string& call) {
-  return size_t(std::count_if(s.events.begin(), s.events.end(), [&](const Event& e) {
-    return e.rec.kind == uint8_t(kind) && s.CallName(e.rec.call) == call;
-  }));
 }
 
 bool StackHas(const StackInfo& st, const std::string& symbol) {

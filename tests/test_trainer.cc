@@ -19,8 +19,7 @@ using testing::ProgramResult;
 using testing::RunProgram;
 using testing::TempDir;
 
-const std::vector<std::pair<std::string, std::string>> kMpiEnv = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                                                                   {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+const auto& kMpiEnv = testing::kMpiAsRoot;
 
 std::vector<double> Losses(const std::string& out) {
   std::vector<double> l;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,12 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
 std::vector<std::string> ListTraceFiles(const std::string& dir) {
   std::string error;
   return FindTraceFiles(dir, &error);
+}
+
+size_t CountKind(const TraceSnapshot& s, fmt::EventKind kind, const std::string& call) {
+  return size_t(std::count_if(s.events.begin(), s.events.end(), [&](const Event& e) {
+    return e.rec.kind == uint8_t(kind) && (call.empty() || s.CallName(e.rec.call) == call);
+  }));
 }
 
 }  // namespace hangtrace::testing

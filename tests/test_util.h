@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "merger/trace_reader.h"
+
 namespace hangtrace::testing {
 
 // A fresh folder under /tmp, removed (recursively) at scope exit.
@@ -31,6 +33,13 @@ struct ProgramResult {
 ProgramResult RunProgram(const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
                          double timeout_s = 30);
+
+// What mpirun needs to run as root (the tests do, on CI).
+inline const std::vector<std::pair<std::string, std::string>> kMpiAsRoot = {
+    {"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+
+// Records of `kind` in a file, of call `call` ("" for any call).
+size_t CountKind(const TraceSnapshot& s, fmt::EventKind kind, const std::string& call = "");
 
 std::string ReadFileText(const std::string& path);
 std::vector<std::string> ListTraceFiles(const std::string& dir);
