@@ -96,9 +96,19 @@ struct Target {
   int32_t rank = -1;
   std::string trace;  // source file, "" when given by --pid only
   std::string copy;   // file name in the dump folder
-  std::string liveness;
+  Liveness live = Liveness::kUnknown;
   double heartbeat_age_s = -1;
 };
+
+const char* LivenessName(Liveness l) {
+  switch (l) {
+    case Liveness::kRunning: return "alive";
+    case Liveness::kStopped: return "stopped";
+    case Liveness::kZombie: return "zombie";
+    case Liveness::kGone: return "gone";
+    default: return "unknown";
+  }
+}
 
 json ThreadJson(const ThreadStack& t) {
   return {{"tid", t.tid}, {"name", t.name}, {"state", std::string(1, t.state)}, {"wchan", t.wchan},
@@ -177,9 +187,7 @@ int DumpCommand(int argc, char** argv) {
     if (BoundedString(s->process.host, sizeof(s->process.host)) != host) continue;
     t.pid = s->process.pid;
     t.rank = s->process.rank;
-    Liveness live = ProcessLiveness(*s);
-    t.liveness = live == Liveness::kRunning ? "alive" : live == Liveness::kStopped ? "stopped"
-               : live == Liveness::kZombie ? "zombie" : live == Liveness::kGone ? "gone" : "unknown";
+    t.live = ProcessLiveness(*s);
     if (s->process.heartbeat_real_ns) {
       auto now = std::chrono::system_clock::now().time_since_epoch();
       t.heartbeat_age_s = double(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -
@@ -190,7 +198,7 @@ int DumpCommand(int argc, char** argv) {
   for (int pid : pids) {
     bool known = false;
     for (const Target& t : targets) known |= t.pid == pid;
-    if (!known) targets.push_back(Target{pid, -1, "", "", "alive", -1});
+    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1});
   }
   if (targets.empty()) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
@@ -214,7 +222,7 @@ int DumpCommand(int argc, char** argv) {
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < targets.size();) {
         const Target& t = targets[i];
-        if (t.pid <= 0 || t.liveness == "gone" || t.liveness == "zombie") continue;
+        if (t.pid <= 0 || t.live == Liveness::kGone || t.live == Liveness::kZombie) continue;
         stacks[i] = CaptureProcessStacks(t.pid, so);
       }
     };
@@ -233,7 +241,7 @@ int DumpCommand(int argc, char** argv) {
   for (size_t i = 0; i < targets.size(); ++i) {
     const Target& t = targets[i];
     const ProcessStacks& ps = stacks[i];
-    json p = {{"pid", t.pid}, {"rank", t.rank}, {"trace", t.copy}, {"liveness", t.liveness},
+    json p = {{"pid", t.pid}, {"rank", t.rank}, {"trace", t.copy}, {"liveness", LivenessName(t.live)},
               {"heartbeat_age_s", t.heartbeat_age_s}, {"state_before", std::string(1, ps.state_before)},
               {"state_after", std::string(1, ps.state_after)}, {"error", ps.error}, {"seconds", ps.seconds}};
     p["threads"] = json::array();
