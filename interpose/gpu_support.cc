@@ -110,8 +110,7 @@ uint32_t g_group_counter = 0;
 enum SlotState : uint32_t { kFree = 0, kClaimed = 1, kPending = 2 };
 struct TrackSlot {
   uint32_t state;
-  void* event;
-  const Backend* backend;
+  void* event;      // from its pool's backend
   fmt::Record rec;  // the DEVICE_PENDING record
 };
 
@@ -198,7 +197,6 @@ Pool* PoolFor(const Backend* b) {
     uint32_t made = 0;
     for (; made < kPoolSize; ++made) {
       if (b->create_event(&slots[made].event) != 0) break;
-      slots[made].backend = b;
     }
     if (made == kPoolSize) {
       g_pools[n] = Pool{ctx, b, 0, slots};
