@@ -263,7 +263,7 @@ def generate(calls):
             continue
         if c.kind == "setname":
             out.append(f"  int ret = real({c.args()});")
-            out.append(f"  if (ret == MPI_SUCCESS && g_trace) CommNamed({c.roles['comm']}, {c.roles['name']});")
+            out.append(f"  if (ret == MPI_SUCCESS && g_trace && MpiReady()) CommNamed({c.roles['comm']}, {c.roles['name']});")
             out.append("  return ret;")
             out.append("}")
             out.append("")

@@ -1,5 +1,4 @@
 #include "interpose/mpi_support.h"
-#include "interpose/mpi_weak.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -79,42 +78,71 @@ struct EnumCache {
 };
 EnumCache g_dtype_cache, g_redop_cache;
 
+// Open MPI's predefined handles are addresses of data symbols in libmpi
+// (MPI_COMM_WORLD is &ompi_mpi_comm_world). They are looked up by name when
+// MPI is first called (FindOpenMpi), never referenced at link time: libmpi
+// may arrive by dlopen after start-up, and a program without MPI must load
+// libhangtrace.so without it. Nothing here uses mpi.h's handle macros.
+struct NamedDtype {
+  const char* symbol;
+  fmt::Dtype value;
+};
+constexpr NamedDtype kDtypes[] = {
+    {"ompi_mpi_char", fmt::Dtype::kChar},       {"ompi_mpi_signed_char", fmt::Dtype::kInt8},
+    {"ompi_mpi_unsigned_char", fmt::Dtype::kUint8}, {"ompi_mpi_byte", fmt::Dtype::kByte},
+    {"ompi_mpi_short", fmt::Dtype::kInt16},     {"ompi_mpi_unsigned_short", fmt::Dtype::kUint16},
+    {"ompi_mpi_int", fmt::Dtype::kInt32},       {"ompi_mpi_unsigned", fmt::Dtype::kUint32},
+    {"ompi_mpi_long", fmt::Dtype::kInt64},      {"ompi_mpi_unsigned_long", fmt::Dtype::kUint64},
+    {"ompi_mpi_long_long_int", fmt::Dtype::kInt64}, {"ompi_mpi_unsigned_long_long", fmt::Dtype::kUint64},
+    {"ompi_mpi_int8_t", fmt::Dtype::kInt8},     {"ompi_mpi_uint8_t", fmt::Dtype::kUint8},
+    {"ompi_mpi_int16_t", fmt::Dtype::kInt16},   {"ompi_mpi_uint16_t", fmt::Dtype::kUint16},
+    {"ompi_mpi_int32_t", fmt::Dtype::kInt32},   {"ompi_mpi_uint32_t", fmt::Dtype::kUint32},
+    {"ompi_mpi_int64_t", fmt::Dtype::kInt64},   {"ompi_mpi_uint64_t", fmt::Dtype::kUint64},
+    {"ompi_mpi_float", fmt::Dtype::kFloat32},   {"ompi_mpi_double", fmt::Dtype::kFloat64},
+    {"ompi_mpi_long_double", fmt::Dtype::kLongDouble}, {"ompi_mpi_c_bool", fmt::Dtype::kBool},
+    {"ompi_mpi_float_int", fmt::Dtype::kPair},  {"ompi_mpi_double_int", fmt::Dtype::kPair},
+    {"ompi_mpi_long_int", fmt::Dtype::kPair},   {"ompi_mpi_2int", fmt::Dtype::kPair},
+    {"ompi_mpi_short_int", fmt::Dtype::kPair},  {"ompi_mpi_longdbl_int", fmt::Dtype::kPair},
+    {"ompi_mpi_datatype_null", fmt::Dtype::kNone},
+};
+struct NamedRedop {
+  const char* symbol;
+  fmt::Redop value;
+};
+constexpr NamedRedop kRedops[] = {
+    {"ompi_mpi_op_sum", fmt::Redop::kSum},   {"ompi_mpi_op_prod", fmt::Redop::kProd},
+    {"ompi_mpi_op_max", fmt::Redop::kMax},   {"ompi_mpi_op_min", fmt::Redop::kMin},
+    {"ompi_mpi_op_band", fmt::Redop::kBand}, {"ompi_mpi_op_bor", fmt::Redop::kBor},
+    {"ompi_mpi_op_bxor", fmt::Redop::kBxor}, {"ompi_mpi_op_land", fmt::Redop::kLand},
+    {"ompi_mpi_op_lor", fmt::Redop::kLor},   {"ompi_mpi_op_lxor", fmt::Redop::kLxor},
+    {"ompi_mpi_op_maxloc", fmt::Redop::kMaxloc}, {"ompi_mpi_op_minloc", fmt::Redop::kMinloc},
+    {"ompi_mpi_op_replace", fmt::Redop::kReplace}, {"ompi_mpi_op_null", fmt::Redop::kNone},
+};
+constexpr size_t kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
+constexpr size_t kNumRedops = sizeof(kRedops) / sizeof(kRedops[0]);
+
+// The handles, filled once by FindOpenMpi before g_mpi_library says kOpenMpi
+// (release), read by every wrapper after it (acquire): no lock on the way.
+struct OpenMpiHandles {
+  MPI_Comm world = nullptr, self = nullptr, null = nullptr;
+  MPI_Request request_null = nullptr;
+  MPI_Datatype dtypes[kNumDtypes] = {};
+  MPI_Op redops[kNumRedops] = {};
+};
+OpenMpiHandles g_ompi;
+
 uint8_t DtypeSlow(MPI_Datatype d) {
-  const std::pair<MPI_Datatype, fmt::Dtype> table[] = {
-      {MPI_CHAR, fmt::Dtype::kChar},           {MPI_SIGNED_CHAR, fmt::Dtype::kInt8},
-      {MPI_UNSIGNED_CHAR, fmt::Dtype::kUint8}, {MPI_BYTE, fmt::Dtype::kByte},
-      {MPI_SHORT, fmt::Dtype::kInt16},         {MPI_UNSIGNED_SHORT, fmt::Dtype::kUint16},
-      {MPI_INT, fmt::Dtype::kInt32},           {MPI_UNSIGNED, fmt::Dtype::kUint32},
-      {MPI_LONG, fmt::Dtype::kInt64},          {MPI_UNSIGNED_LONG, fmt::Dtype::kUint64},
-      {MPI_LONG_LONG, fmt::Dtype::kInt64},     {MPI_UNSIGNED_LONG_LONG, fmt::Dtype::kUint64},
-      {MPI_INT8_T, fmt::Dtype::kInt8},         {MPI_UINT8_T, fmt::Dtype::kUint8},
-      {MPI_INT16_T, fmt::Dtype::kInt16},       {MPI_UINT16_T, fmt::Dtype::kUint16},
-      {MPI_INT32_T, fmt::Dtype::kInt32},       {MPI_UINT32_T, fmt::Dtype::kUint32},
-      {MPI_INT64_T, fmt::Dtype::kInt64},       {MPI_UINT64_T, fmt::Dtype::kUint64},
-      {MPI_FLOAT, fmt::Dtype::kFloat32},       {MPI_DOUBLE, fmt::Dtype::kFloat64},
-      {MPI_LONG_DOUBLE, fmt::Dtype::kLongDouble}, {MPI_C_BOOL, fmt::Dtype::kBool},
-      {MPI_FLOAT_INT, fmt::Dtype::kPair},      {MPI_DOUBLE_INT, fmt::Dtype::kPair},
-      {MPI_LONG_INT, fmt::Dtype::kPair},       {MPI_2INT, fmt::Dtype::kPair},
-      {MPI_SHORT_INT, fmt::Dtype::kPair},      {MPI_LONG_DOUBLE_INT, fmt::Dtype::kPair},
-  };
-  for (const auto& [h, v] : table) {
-    if (h == d) return uint8_t(v);
+  for (size_t i = 0; i < kNumDtypes; ++i) {
+    if (g_ompi.dtypes[i] == d) return uint8_t(kDtypes[i].value);
   }
-  return uint8_t(d == MPI_DATATYPE_NULL ? fmt::Dtype::kNone : fmt::Dtype::kOther);
+  return uint8_t(fmt::Dtype::kOther);
 }
 
 uint8_t RedopSlow(MPI_Op op) {
-  const std::pair<MPI_Op, fmt::Redop> table[] = {
-      {MPI_SUM, fmt::Redop::kSum},   {MPI_PROD, fmt::Redop::kProd},     {MPI_MAX, fmt::Redop::kMax},
-      {MPI_MIN, fmt::Redop::kMin},   {MPI_BAND, fmt::Redop::kBand},     {MPI_BOR, fmt::Redop::kBor},
-      {MPI_BXOR, fmt::Redop::kBxor}, {MPI_LAND, fmt::Redop::kLand},     {MPI_LOR, fmt::Redop::kLor},
-      {MPI_LXOR, fmt::Redop::kLxor}, {MPI_MAXLOC, fmt::Redop::kMaxloc}, {MPI_MINLOC, fmt::Redop::kMinloc},
-      {MPI_REPLACE, fmt::Redop::kReplace},
-  };
-  for (const auto& [h, v] : table) {
-    if (h == op) return uint8_t(v);
+  for (size_t i = 0; i < kNumRedops; ++i) {
+    if (g_ompi.redops[i] == op) return uint8_t(kRedops[i].value);
   }
-  return uint8_t(op == MPI_OP_NULL ? fmt::Redop::kNone : fmt::Redop::kOther);
+  return uint8_t(fmt::Redop::kOther);
 }
 
 // --- communicators -------------------------------------------------------------
@@ -135,7 +163,7 @@ std::vector<int32_t> WorldRanks(MPI_Comm comm, bool remote) {
       MPI_SUCCESS) {
     return out;
   }
-  HT_PMPI(MPI_Comm_group)(MPI_COMM_WORLD, &world);
+  HT_PMPI(MPI_Comm_group)(g_ompi.world, &world);
   int n = 0;
   HT_PMPI(MPI_Group_size)(group, &n);
   std::vector<int> in(size_t(std::max(n, 0))), ranks(size_t(std::max(n, 0)));
@@ -259,18 +287,25 @@ thread_local std::vector<MPI_Status>* t_statuses;
 
 // ---------------------------------------------------------------------------
 
-void* ResolveReal(const char* name) {
+// The MPI libraries hangtrace looks in when the global scope has no MPI:
+// one opened with RTLD_LOCAL (a Python extension's libmpi) is found by soname.
+const char* const kMpiLibraries[] = {"libmpi.so.40", "libmpi.so.12", "libmpi.so"};
+
+void* FindReal(const char* name) {
   void* f = dlsym(RTLD_NEXT, name);
   if (!f) f = dlsym(RTLD_DEFAULT, name);
-  if (!f) {
-    // An MPI library opened with RTLD_LOCAL (e.g. by a Python extension).
-    for (const char* lib : {"libmpi.so.40", "libmpi.so.12", "libmpi.so"}) {
-      if (void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) {
-        f = dlsym(h, name);
-        if (f) break;
-      }
+  for (const char* lib : kMpiLibraries) {
+    if (f) break;
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+      f = dlsym(h, name);
+      dlclose(h);  // NOLOAD took a reference; the library stays loaded
     }
   }
+  return f;
+}
+
+void* ResolveReal(const char* name) {
+  void* f = FindReal(name);
   if (!f) {
     char line[200];
     snprintf(line, sizeof(line), "hangtrace: cannot find %s in any loaded MPI library; aborting", name);
@@ -307,7 +342,7 @@ void SetTag(fmt::Record& r, int tag) {
 }
 
 uint16_t CommIndex(MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL) return fmt::kNoComm;
+  if (comm == g_ompi.null) return fmt::kNoComm;
   uint64_t key = HandleKey(comm);
   int found = g_comm_map.Find(key);
   if (found >= 0) return uint16_t(found);
@@ -323,11 +358,11 @@ uint16_t CommIndex(MPI_Comm comm) {
   if (found < 0) {
     NewComm n;
     std::vector<int32_t> members;
-    if (comm == MPI_COMM_WORLD) {
+    if (comm == g_ompi.world) {
       n.id = kWorldCommId;
       n.label = "world";
       n.world = true;
-    } else if (comm == MPI_COMM_SELF) {
+    } else if (comm == g_ompi.self) {
       n.id = Combine(HashString("self"), uint64_t(uint32_t(WorldRank())));
       n.label = "self";
       members.push_back(WorldRank());
@@ -351,7 +386,7 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
   // Every member of the parent counts the creation, also those that get
   // MPI_COMM_NULL (color MPI_UNDEFINED), so the counters stay in step.
   uint32_t counter = collective_over_parent ? NextChildCounter(parent_index) : 0;
-  if (newcomm == MPI_COMM_NULL) return;
+  if (newcomm == g_ompi.null) return;
   const char* call_name = call < g_trace->header->counters.call_count ? g_trace->calls[call].name : "?";
 
   pthread_mutex_lock(&g_comm_lock);
@@ -387,7 +422,7 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
 }
 
 void CommFreeing(MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL) return;
+  if (comm == g_ompi.null) return;
   uint64_t key = HandleKey(comm);
   int index = g_comm_map.Find(key);
   if (index >= 0) MarkCommFreed(uint16_t(index));
@@ -414,7 +449,7 @@ void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
 }
 
 void Posted(fmt::Record& r, MPI_Request request) {
-  if (request == MPI_REQUEST_NULL) return;
+  if (request == g_ompi.request_null) return;
   r.handle = HandleKey(request);
   if (!RecordEvent(r, fmt::EventKind::kBegin)) return;
   Remember(r.handle, r);
@@ -445,7 +480,7 @@ MPI_Status* StatusBuffer(MPI_Status* given, bool ignored, int count) {
 }
 
 void Retire(MPI_Request saved, const MPI_Status* status) {
-  if (saved == MPI_REQUEST_NULL || !g_trace) return;
+  if (saved == g_ompi.request_null || !g_trace) return;
   fmt::Record r;
   if (!Take(HandleKey(saved), &r)) return;  // not posted by a traced call
   if (r.call < g_trace->header->counters.call_count &&
@@ -457,22 +492,64 @@ void Retire(MPI_Request saved, const MPI_Status* status) {
   RecordEvent(r, fmt::EventKind::kEnd);
 }
 
-bool g_mpi_enabled = false;
+int g_mpi_library = int(MpiLibrary::kUnknown);
 
-bool MpiNotLinked() {
-  static bool said = false;
-  if (!said) {
-    said = true;
-    WriteStderrLine(
-        "hangtrace: MPI called, but no Open MPI library was loaded with the program (dlopen'ed "
-        "later, or another MPI): the MPI calls of this process are not traced");
+namespace {
+pthread_mutex_t g_find_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// A data symbol of the MPI library: the global scope first, because a
+// program linked with libmpi has its own copy of every handle it names
+// (a copy relocation: MPI_COMM_WORLD in the program is that copy, and
+// libmpi uses it too); then the library that defines the real PMPI_Init,
+// however it was opened (mpi4py's libmpi is in no global scope).
+void* MpiData(const char* symbol, void* library) {
+  void* p = dlsym(RTLD_DEFAULT, symbol);
+  return p || !library ? p : dlsym(library, symbol);
+}
+}  // namespace
+
+bool FindOpenMpi() {
+  pthread_mutex_lock(&g_find_lock);
+  int state = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
+  if (state == int(MpiLibrary::kUnknown)) {
+    void* library = nullptr;
+    Dl_info info;
+    if (void* init = FindReal("PMPI_Init"); init && dladdr(init, &info) && info.dli_fname) {
+      library = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    }
+    OpenMpiHandles h;
+    h.world = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_world", library));
+    h.self = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_self", library));
+    h.null = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_null", library));
+    h.request_null = static_cast<MPI_Request>(MpiData("ompi_request_null", library));
+    bool all = h.world && h.self && h.null && h.request_null;
+    for (size_t i = 0; i < kNumDtypes; ++i) {
+      h.dtypes[i] = static_cast<MPI_Datatype>(MpiData(kDtypes[i].symbol, library));
+      all &= h.dtypes[i] != nullptr;
+    }
+    for (size_t i = 0; i < kNumRedops; ++i) {
+      h.redops[i] = static_cast<MPI_Op>(MpiData(kRedops[i].symbol, library));
+      all &= h.redops[i] != nullptr;
+    }
+    if (all) {
+      g_ompi = h;
+      state = int(MpiLibrary::kOpenMpi);
+    } else if (library) {
+      state = int(MpiLibrary::kOther);
+      std::string line = std::string("hangtrace: the MPI library ") + info.dli_fname +
+                         " is not the Open MPI hangtrace was built for: its calls pass through untraced";
+      WriteStderrLine(line.c_str());
+    }
+    // Neither: no MPI library is loaded yet (a probe, or a call that will
+    // fail anyway). Stay kUnknown and look again at the next call.
+    if (library) dlclose(library);
+    __atomic_store_n(&g_mpi_library, state, __ATOMIC_RELEASE);
   }
-  return false;
+  pthread_mutex_unlock(&g_find_lock);
+  return state == int(MpiLibrary::kOpenMpi);
 }
 
 void RegisterMpiCalls() {
-  // Open MPI linked into the program: its handles resolved at our load.
-  g_mpi_enabled = &ompi_mpi_comm_world != nullptr;
   for (int i = 0; i < kNumMpiCalls; ++i) {
     g_mpi_call[i] = RegisterCall(kMpiCalls[i].name, fmt::Api::kMpi, kMpiCalls[i].op, kMpiCalls[i].flags);
   }
@@ -481,12 +558,12 @@ void RegisterMpiCalls() {
 void Initialized(int provided_level) {
   if (!g_trace) return;
   int rank = -1, size = -1;
-  HT_PMPI(MPI_Comm_rank)(MPI_COMM_WORLD, &rank);
-  HT_PMPI(MPI_Comm_size)(MPI_COMM_WORLD, &size);
+  HT_PMPI(MPI_Comm_rank)(g_ompi.world, &rank);
+  HT_PMPI(MPI_Comm_size)(g_ompi.world, &size);
   SetRank(rank, size, fmt::RankSource::kMpi);
   g_trace->process->mpi_thread_level = provided_level;
-  CommIndex(MPI_COMM_WORLD);
-  CommIndex(MPI_COMM_SELF);
+  CommIndex(g_ompi.world);
+  CommIndex(g_ompi.self);
   // MPI_Init installed the MPI library's own fatal-signal handlers over ours;
   // take them back, chaining to the library's.
   if (RuntimeConfig().stacks) InstallSignalHandlers();

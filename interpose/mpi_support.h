@@ -26,16 +26,27 @@ namespace hangtrace::mpi {
 
 inline constexpr uint64_t kWorldCommId = 0x574f524c44000001ull;  // "WORLD"..1
 
-// False when no Open MPI library was loaded with the program (see
-// mpi_weak.h): then every wrapper only passes its call through.
-extern bool g_mpi_enabled;
-bool MpiNotLinked();  // says so once on stderr; returns false
+// Whether the MPI library in the process is the one hangtrace was built for.
+// Decided at the first MPI call, not at load: mpi4py, torch and any plugin
+// load libmpi with dlopen long after start-up, and a program without MPI
+// must load us without it.
+enum class MpiLibrary : int {
+  kUnknown = 0,  // not looked for yet, or no MPI library loaded yet
+  kOpenMpi = 1,  // found: its predefined handles are resolved
+  kOther = 2,    // another MPI (MPICH, Intel MPI): calls pass through
+};
+extern int g_mpi_library;  // MpiLibrary, atomic
+// Slow path of MpiReady: looks for Open MPI and resolves its handles once.
+bool FindOpenMpi();
+inline bool MpiReady() {
+  int s = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
+  return s == int(MpiLibrary::kOpenMpi) || (s == int(MpiLibrary::kUnknown) && FindOpenMpi());
+}
 
-// True when this call should be recorded: the process is traced, its MPI is
-// the one hangtrace was built for, and the thread is not already inside a
-// traced call.
+// True when this call should be recorded: the process is traced, the thread
+// is not already inside a traced call, and its MPI is Open MPI.
 inline bool Tracing() {
-  return g_trace != nullptr && t_thread.depth == 0 && (g_mpi_enabled || MpiNotLinked());
+  return g_trace != nullptr && t_thread.depth == 0 && MpiReady();
 }
 
 
@@ -95,6 +106,8 @@ void Initialized(int provided_level);
 // message when MPI is not loaded at all (the program called MPI_* itself,
 // so it must have MPI).
 void* ResolveReal(const char* name);
+// The same lookup without the abort: null when no loaded library has it.
+void* FindReal(const char* name);
 
 template <typename F>
 F* Real(F*& slot, const char* name) {
