@@ -1,6 +1,4 @@
 // LoadJob: one pass over every trace file, in parallel, into a Job.
-#include <cxxabi.h>
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +13,7 @@
 #include <unordered_map>
 
 #include "merger/model.h"
+#include "merger/symbolize.h"
 #include "merger/trace_reader.h"
 
 namespace hangtrace {
@@ -30,6 +29,27 @@ const char* RankStateName(RankState s) {
     case RankState::kMissing: return "missing";
   }
   return "unknown";
+}
+
+uint32_t Job::InternFrame(const Frame& f) {
+  std::string key;
+  key.reserve(f.func.size() + f.file.size() + f.module.size() + 32);
+  key.push_back(char('0' + int(f.lang)));
+  key += f.func;
+  key.push_back('\0');
+  key += f.file;
+  key.push_back('\0');
+  key += std::to_string(f.line);
+  key.push_back('\0');
+  key += f.module;
+  key.push_back('\0');
+  key += std::to_string(f.offset);
+  auto [it, fresh] = frame_index.emplace(std::move(key), uint32_t(frames.size()));
+  if (fresh) {
+    frames.push_back(f);
+    frames.back().entry = false;
+  }
+  return it->second;
 }
 
 uint16_t Job::Intern(const std::string& name) {
@@ -85,17 +105,27 @@ std::string Family(const std::string& label) {
   return end == 0 ? label : label.substr(0, end);
 }
 
-// "_ZN7trainer7Trainer4StepEi" -> "trainer::Trainer::Step(int)"; symbols
-// were stored mangled (the runtime cannot allocate in a signal handler).
-std::string Demangle(const char* symbol) {
-  if (symbol[0] != '_' || symbol[1] != 'Z') return symbol;
-  int status = 0;
-  char* out = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
-  std::string result = status == 0 && out ? out : symbol;
-  free(out);
-  // Drop anonymous-namespace noise; keep it readable in a tree.
-  for (size_t p; (p = result.find("(anonymous namespace)::")) != std::string::npos;) result.erase(p, 23);
-  return result;
+// A frame of node.json: an object (func, file, line, module, offset, lang),
+// or a plain string from dumps of older versions.
+Frame FrameFromJson(const nlohmann::json& j) {
+  Frame f;
+  if (j.is_string()) {
+    f.func = j.get<std::string>();
+    if (f.func.rfind("[kernel] ", 0) == 0) {
+      f.lang = Frame::Lang::kKernel;
+      f.func = f.func.substr(9);
+    }
+    return f;
+  }
+  if (!j.is_object()) return f;
+  f.func = j.value("func", "");
+  f.file = j.value("file", "");
+  f.line = j.value("line", 0);
+  f.module = j.value("module", "");
+  f.offset = j.value("offset", uint64_t(0));
+  const std::string lang = j.value("lang", "native");
+  f.lang = lang == "python" ? Frame::Lang::kPython : lang == "kernel" ? Frame::Lang::kKernel : Frame::Lang::kNative;
+  return f;
 }
 
 // Per-worker tables, merged at the end (no lock on the per-record path).
@@ -175,7 +205,7 @@ class Loader {
         std::string k = s.KernelName(r);
         if (!k.empty()) {
           std::lock_guard<std::mutex> lock(mu_);
-          c.kernel = job_->Intern(Demangle(k.c_str()));
+          c.kernel = job_->Intern(Demangle(k));
         }
       }
       return c;
@@ -189,8 +219,10 @@ class Loader {
       if (t.in_call && (!in || t.current.ticks < in->current.ticks)) in = &t;
       if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
     }
+    v.python_version = p.python_version;
     if (in) {
       v.current = point(in->current);
+      v.call_tid = in->current.tid;
       v.watchdog = in->watchdog_flagged;
       if (in->has_last) v.previous = point(in->last);
     } else if (latest) {
@@ -243,21 +275,60 @@ class Loader {
       if (v.pending.size() < 16) v.pending.push_back(point(r));
     }
     if (s.header.features & fmt::kFeatDeviceEvents) PlaceOnDevice(s, device_pending, point, &v);
-    for (const StackInfo& st : s.stacks) {
-      std::vector<std::string> frames;
-      for (const fmt::StackFrame& f : st.frames) {
-        char pc[32];
-        snprintf(pc, sizeof(pc), "0x%llx", static_cast<unsigned long long>(f.pc));
-        frames.push_back(f.symbol[0] ? Demangle(f.symbol) : std::string(pc));
+    // The process's own capture: program counters named later (after every
+    // file is read, once per distinct frame), and CPython's frames.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const StackInfo& st : s.stacks) {
+        ThreadStack t;
+        t.tid = st.tid;
+        for (const fmt::StackFrame& f : st.frames) {
+          Frame frame;
+          if (f.symbol[0]) {  // named by an older runtime, or simulated
+            frame.func = Demangle(f.symbol);
+          } else {
+            frame = FrameAt(f.pc, s.modules);
+          }
+          t.frames.push_back(job_->InternFrame(frame));
+        }
+        v.stacks.push_back(std::move(t));
       }
-      v.stacks.push_back(std::move(frames));
-      v.stack_tids.push_back(st.tid);
+      // A thread's frames are consecutive, depth 0 first; one whose tid was
+      // not matched (it never answered the stack signal) stands alone.
+      size_t current = SIZE_MAX;
+      for (const PyFrameInfo& pf : s.py_frames) {
+        if (pf.depth == 0 || current == SIZE_MAX) {
+          current = SIZE_MAX;
+          for (size_t i = 0; i < v.stacks.size() && pf.tid; ++i) {
+            if (v.stacks[i].tid == pf.tid) current = i;
+          }
+          if (current == SIZE_MAX) {
+            current = v.stacks.size();
+            v.stacks.push_back(ThreadStack{pf.tid, {}, {}, {}, false});
+          }
+        }
+        ThreadStack* t = &v.stacks[current];
+        if (pf.flags & fmt::kPyFrameNone) continue;
+        Frame frame;
+        frame.lang = Frame::Lang::kPython;
+        frame.func = pf.function;
+        frame.file = pf.file;
+        frame.line = pf.line > 0 ? pf.line : 0;
+        t->python.push_back(job_->InternFrame(frame));
+        t->python_entry.push_back(false);
+      }
     }
     // A dump folder (hangtrace dump) holds newer stacks, read from outside
     // the process: they replace what the process captured itself.
     if (const DumpedProcess* dumped = DumpedStacks(path, p.pid)) {
-      v.stacks = dumped->stacks;
-      v.stack_tids = dumped->tids;
+      std::lock_guard<std::mutex> lock(mu_);
+      v.stacks.clear();
+      for (const auto& [tid, frames] : dumped->threads) {
+        ThreadStack t;
+        t.tid = tid;
+        for (const Frame& f : frames) t.frames.push_back(job_->InternFrame(f));
+        v.stacks.push_back(std::move(t));
+      }
       v.dump_state = dumped->state;
     }
     out->ranks.push_back(std::move(v));
@@ -265,8 +336,7 @@ class Loader {
 
  private:
   struct DumpedProcess {
-    std::vector<std::vector<std::string>> stacks;
-    std::vector<uint32_t> tids;
+    std::vector<std::pair<uint32_t, std::vector<Frame>>> threads;  // mixed, named
     std::string state;  // /proc state letter when dumped
   };
   // The node.json beside a trace file, read once per folder.
@@ -285,12 +355,12 @@ class Loader {
             DumpedProcess d;
             d.state = proc.value("state_before", "");
             for (const auto& t : proc.value("threads", nlohmann::json::array())) {
-              auto frames = t.value("frames", std::vector<std::string>());
+              std::vector<Frame> frames;
+              for (const auto& jf : t.value("frames", nlohmann::json::array())) frames.push_back(FrameFromJson(jf));
               if (frames.empty()) continue;
-              d.stacks.push_back(std::move(frames));
-              d.tids.push_back(t.value("tid", 0u));
+              d.threads.push_back({t.value("tid", 0u), std::move(frames)});
             }
-            if (!d.stacks.empty()) it->second[proc.value("pid", 0)] = std::move(d);
+            if (!d.threads.empty()) it->second[proc.value("pid", 0)] = std::move(d);
           }
         }
       }
@@ -439,7 +509,51 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     }
   }
   job.flagged.assign(flagged.begin(), flagged.end());
+  FinishStacks(&job);
   return job;
+}
+
+void FinishStacks(Job* job) {
+  // Native frames known by module and offset only: named once each.
+  Symbolizer symbols;
+  for (Frame& f : job->frames) {
+    if (f.lang == Frame::Lang::kNative && !f.module.empty() && f.func.empty()) symbols.Resolve(&f);
+  }
+  for (RankView& v : job->ranks) {
+    for (ThreadStack& t : v.stacks) {
+      if (t.python.empty()) continue;
+      std::vector<Frame> native, python;
+      size_t evals = 0;
+      for (uint32_t id : t.frames) {
+        native.push_back(job->frames[id]);
+        evals += IsEvalFrame(native.back());
+      }
+      for (size_t i = 0; i < t.python.size(); ++i) {
+        python.push_back(job->frames[t.python[i]]);
+        python.back().entry = t.python_entry[i];
+      }
+      if (!t.entries_known) GuessEntries(&python, evals, v.python_version);
+      t.frames.clear();
+      for (const Frame& f : MixPythonFrames(native, python)) t.frames.push_back(job->InternFrame(f));
+      t.python.clear();
+      t.python_entry.clear();
+    }
+    // Where in the program the rank waits: the innermost Python frame of
+    // the thread in its call (else of its first thread).
+    const ThreadStack* in = nullptr;
+    for (const ThreadStack& t : v.stacks) {
+      if (!in || (v.call_tid && t.tid == v.call_tid)) in = &t;
+    }
+    v.python_frame = -1;
+    if (in) {
+      for (uint32_t id : in->frames) {
+        if (job->frames[id].lang == Frame::Lang::kPython) {
+          v.python_frame = id;
+          break;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace hangtrace

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "merger/frames.h"
 #include "merger/rank_set.h"
 #include "tracer/format.h"
 
@@ -46,6 +47,18 @@ struct CallPoint {
   int32_t kernel = -1;     // interned kernel name of a launch (Job::names), -1 none
 };
 
+// One thread's stack: ids into Job::frames, innermost first. Stacks a
+// process captured itself come in two parts (native program counters and
+// CPython's frames) and are mixed into `frames` once the native frames have
+// names (FinishStacks).
+struct ThreadStack {
+  uint32_t tid = 0;
+  std::vector<uint32_t> frames;
+  std::vector<uint32_t> python;       // until mixed: its Python frames
+  std::vector<bool> python_entry;     // their entry marks (frames.h)
+  bool entries_known = false;         // marked by the dump, not guessed
+};
+
 struct RankView {
   int32_t rank = -1;
   std::string host;
@@ -65,8 +78,12 @@ struct RankView {
   uint32_t device_pending = 0;  // operations enqueued and not finished
   std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
   std::vector<CallPoint> pending;   // nonblocking posts never completed
-  std::vector<std::vector<std::string>> stacks;  // per thread, innermost frame first
-  std::vector<uint32_t> stack_tids;
+  std::vector<ThreadStack> stacks;
+  uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
+  uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python
+  // The innermost Python frame of the thread in `current` (Job::frames id),
+  // -1 when there is none: where in the program the rank waits.
+  int64_t python_frame = -1;
   std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
   uint8_t worker = 0;       // which loader's signature table holds its calls
 
@@ -106,6 +123,9 @@ struct Job {
   std::unordered_map<uint64_t, int32_t> comm_index;
   std::vector<std::string> names;     // interned call names
   std::unordered_map<std::string, uint16_t> name_index;
+  std::vector<Frame> frames;          // distinct stack frames
+  std::unordered_map<std::string, uint32_t> frame_index;
+  uint32_t InternFrame(const Frame& f);
   // Per loader thread, the first signature it saw at each (comm, seq):
   // sig_tables[worker][comm][seq - 1] = (rank, sig), rank -1 when unset.
   // A rank's signature there is its worker's first one, unless `odd`
@@ -143,5 +163,9 @@ struct LoadOptions {
 // Reads every trace file under `paths` into a Job. Damaged files become
 // warnings; files of fork children and exec'ed images are skipped.
 Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options = {});
+
+// Names the native frames of every stack (once per distinct frame, from
+// the files on disk) and mixes in the Python frames. LoadJob calls it.
+void FinishStacks(Job* job);
 
 }  // namespace hangtrace

@@ -201,15 +201,20 @@ bool HasStacks(const Job& job) {
 StackNode MergeStacks(const Job& job) {
   StackNode root;
   root.frame = "all";
+  // Frames merge by what a person reads (function, file and line), not by
+  // address: the same line in two builds is one node.
+  std::vector<std::string> text(job.frames.size());
+  for (size_t i = 0; i < job.frames.size(); ++i) text[i] = job.frames[i].Text();
   for (const RankView& v : job.ranks) {
-    for (const auto& frames : v.stacks) {
+    for (const ThreadStack& t : v.stacks) {
+      const auto& frames = t.frames;
       root.ranks.Add(v.rank);
       StackNode* node = &root;
       for (auto it = frames.rbegin(); it != frames.rend(); ++it) {  // outermost first
         auto child = std::find_if(node->children.begin(), node->children.end(),
-                                  [&](const StackNode& c) { return c.frame == *it; });
+                                  [&](const StackNode& c) { return c.frame == text[*it]; });
         if (child == node->children.end()) {
-          node->children.push_back(StackNode{*it, {}, {}});
+          node->children.push_back(StackNode{text[*it], *it, {}, {}});
           child = node->children.end() - 1;
         }
         child->ranks.Add(v.rank);

@@ -18,7 +18,8 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d);
 // STAT-style call-prefix tree of every captured stack, outermost frame at
 // the root; each node carries the ranks whose stacks pass through it.
 struct StackNode {
-  std::string frame;
+  std::string frame;      // Frame::Text()
+  uint32_t frame_id = 0;  // a Job::frames entry with that text (not the root)
   RankSet ranks;
   std::vector<StackNode> children;
 };

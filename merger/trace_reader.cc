@@ -248,7 +248,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       for (uint64_t k = 0; k < span; ++k) {
         const uint64_t idx = first + k;
         const fmt::Record* r = &lane[idx & (lane_slots - 1)];
-        const uint32_t want = LaneTicket(idx);
+        const uint32_t want = fmt::Ticket(idx);
         uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
         if (c1 != want) {
           if (idx < t.head) ++s.events_rejected;
@@ -282,6 +282,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       if (slot.status == uint32_t(fmt::StackStatus::kEmpty) || slot.tid == 0) continue;
       StackInfo st;
       st.tid = slot.tid;
+      st.pthread_id = slot.pthread_id;
       st.thread_name = BoundedString(slot.thread_name, sizeof(slot.thread_name));
       st.reason = fmt::StackReason(slot.reason);
       st.status = fmt::StackStatus(slot.status);
@@ -303,6 +304,32 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       for (uint32_t i = 0; i < n; ++i) {
         const char* text = reinterpret_cast<const char*>(base + size_t(i) * h.sections[fmt::kSecNames].entry_size);
         s.names.push_back(BoundedString(text, sizeof(fmt::NameEntry::text)));
+      }
+    }
+  }
+  // The module map and the Python frames of the current capture round;
+  // absent in old files.
+  const uint32_t round = load32(&live_counters->stack_round);
+  if (h.section_count > fmt::kSecModules) {
+    if (const uint8_t* base = section(fmt::kSecModules, sizeof(fmt::ModuleEntry), "module table")) {
+      uint32_t n = std::min(load32(&live_counters->module_count), h.sections[fmt::kSecModules].count);
+      for (uint32_t i = 0; i < n; ++i) {
+        fmt::ModuleEntry m;
+        memcpy(&m, base + size_t(i) * h.sections[fmt::kSecModules].entry_size, sizeof(m));
+        if (m.round != round || m.end <= m.start) continue;
+        s.modules.push_back({m.start, m.end, m.file_offset, BoundedString(m.path, sizeof(m.path))});
+      }
+    }
+  }
+  if (h.section_count > fmt::kSecPyFrames) {
+    if (const uint8_t* base = section(fmt::kSecPyFrames, sizeof(fmt::PyFrame), "Python frame table")) {
+      uint32_t n = std::min(load32(&live_counters->pyframe_count), h.sections[fmt::kSecPyFrames].count);
+      for (uint32_t i = 0; i < n; ++i) {
+        fmt::PyFrame f;
+        memcpy(&f, base + size_t(i) * h.sections[fmt::kSecPyFrames].entry_size, sizeof(f));
+        if (f.round != round) continue;
+        s.py_frames.push_back({f.tid, f.thread_id, f.depth, f.line, f.flags,
+                               BoundedString(f.function, sizeof(f.function)), BoundedString(f.file, sizeof(f.file))});
       }
     }
   }

@@ -44,11 +44,28 @@ struct ThreadInfo {
 
 struct StackInfo {
   uint32_t tid = 0;
+  uint64_t pthread_id = 0;      // pthread_self() of the thread (0: old writer)
   std::string thread_name;
   fmt::StackReason reason = fmt::StackReason::kNone;
   fmt::StackStatus status = fmt::StackStatus::kEmpty;
   uint64_t ticks = 0;
   std::vector<fmt::StackFrame> frames;
+};
+
+// An executable mapping of the process when its stacks were captured.
+struct ModuleInfo {
+  uint64_t start = 0, end = 0, file_offset = 0;
+  std::string path;
+};
+
+// One Python frame of a thread, innermost first within the thread.
+struct PyFrameInfo {
+  uint32_t tid = 0;          // kernel tid; 0 when it could not be matched
+  uint64_t thread_id = 0;    // CPython's id of the thread (its pthread_t)
+  uint32_t depth = 0;
+  int32_t line = -1;
+  uint16_t flags = 0;        // fmt::PyFrameFlags
+  std::string function, file;
 };
 
 struct Event {
@@ -71,6 +88,8 @@ struct TraceSnapshot {
   uint64_t events_lost = 0;         // overwritten by the ring wrapping
   uint64_t events_rejected = 0;     // being written, or torn: not accepted
   std::vector<std::string> names;   // interned strings (kSecNames)
+  std::vector<ModuleInfo> modules;  // the module map of the capture round
+  std::vector<PyFrameInfo> py_frames;  // Python frames of the capture round
   std::vector<std::string> warnings;
 
   // Clock conversion (ClockInfo of the file).

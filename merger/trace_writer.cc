@@ -10,13 +10,6 @@
 namespace hangtrace {
 namespace {
 
-uint64_t Align8(uint64_t v) { return (v + 7) & ~uint64_t(7); }
-
-uint32_t Ticket(uint64_t index) {
-  uint32_t t = uint32_t(index + 1);
-  return t ? t : 1;
-}
-
 }  // namespace
 
 bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* error) {
@@ -32,34 +25,18 @@ bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* 
   size_t stacks = 0;
   for (const auto& t : spec.threads) stacks += !t.stack.empty();
 
-  struct Layout {
-    uint32_t count, entry;
-  };
-  const Layout layout[fmt::kNumSections] = {
-      {1, sizeof(fmt::ProcessInfo)},
-      {uint32_t(spec.calls.size()), sizeof(fmt::CallInfo)},
-      {uint32_t(spec.comms.size()), sizeof(fmt::CommEntry)},
-      {uint32_t(members), sizeof(int32_t)},
-      {uint32_t(spec.threads.size()), sizeof(fmt::ThreadSlot)},
-      {uint32_t(stacks), sizeof(fmt::StackSlot)},
-      {uint32_t(spec.threads.size()) * lane, sizeof(fmt::Record)},
-      {0, sizeof(fmt::NameEntry)},
-  };
+  fmt::Capacities caps;
+  caps.calls = uint32_t(spec.calls.size());
+  caps.comms = uint32_t(spec.comms.size());
+  caps.members = uint32_t(members);
+  caps.threads = uint32_t(spec.threads.size());
+  caps.stacks = uint32_t(stacks);
+  caps.names = caps.modules = caps.pyframes = 0;
+  caps.lane_slots = lane;
+  const fmt::Layout layout = fmt::LayOut(caps, 8);  // finished files: packed
   fmt::FileHeader h{};
-  memcpy(h.magic, fmt::kMagic, 8);
-  h.version = fmt::kVersion;
-  h.oldest_readable = fmt::kOldestReadable;
-  h.endian_tag = fmt::kEndianTag;
-  h.header_size = fmt::kHeaderSize;
-  h.record_size = fmt::kRecordSize;
-  h.section_count = fmt::kNumSections;
-  h.lane_slots = lane;
-  uint64_t off = fmt::kHeaderSize;
-  for (uint32_t i = 0; i < fmt::kNumSections; ++i) {
-    h.sections[i] = {off, layout[i].count, layout[i].entry};
-    off = Align8(off + uint64_t(layout[i].count) * layout[i].entry);
-  }
-  h.file_size = off;
+  fmt::FillHeader(&h, layout, lane, 0);
+  const uint64_t off = layout.file_size;
   h.counters.call_count = uint32_t(spec.calls.size());
   h.counters.comm_count = uint32_t(spec.comms.size());
   h.counters.member_count = uint32_t(members);
@@ -105,7 +82,7 @@ bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* 
     size_t first = t.records.size() > lane ? t.records.size() - lane : 0;
     for (size_t k = first; k < t.records.size(); ++k) {
       fmt::Record r = t.records[k];
-      r.commit = Ticket(k);
+      r.commit = fmt::Ticket(k);
       ring[k & (lane - 1)] = r;
     }
     if (!t.stack.empty()) {

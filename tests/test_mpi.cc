@@ -26,11 +26,20 @@ using testing::ProgramResult;
 using testing::RunProgram;
 using testing::TempDir;
 
+// How the program gets its MPI: linked (libmpi loaded with the program), or
+// late (a library dlopen'ed RTLD_LOCAL after start-up, as mpi4py does).
+enum class Load { kLinked, kLate };
+
 ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const std::string& timeout = "120",
-                     double limit_s = 60) {
-  return RunProgram({"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir", dir.path(),
-                     "--job", "job", "--timeout", timeout, "--", HT_MPI_PROG, mode},
-                    testing::kMpiAsRoot, limit_s);
+                     double limit_s = 60, Load load = Load::kLinked) {
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir",
+                                   dir.path(), "--job", "job", "--timeout", timeout, "--"};
+  if (load == Load::kLate) {
+    argv.insert(argv.end(), {HT_MPI_LATE, HT_MPI_LATE_LIB, mode});
+  } else {
+    argv.insert(argv.end(), {HT_MPI_PROG, mode});
+  }
+  return RunProgram(argv, testing::kMpiAsRoot, limit_s);
 }
 
 // Rank -> snapshot, for the files of MPI ranks (not fork children).
@@ -142,13 +151,14 @@ void CheckRequestsRetired(const std::map<int, TraceSnapshot>& ranks) {
   }
 }
 
-class MpiFamilies : public ::testing::TestWithParam<int> {};
+class MpiFamilies : public ::testing::TestWithParam<std::tuple<int, Load>> {};
 
 TEST_P(MpiFamilies, RanksAgreeOnCommsSequencesAndPairs) {
-  const int np = GetParam();
+  const auto [np, load] = GetParam();
   TempDir dir;
-  ProgramResult r = RunMpi(dir, np, "families");
+  ProgramResult r = RunMpi(dir, np, "families", "120", 60, load);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("not traced"), std::string::npos) << r.err;
   auto ranks = ReadRanks(dir);
   ASSERT_EQ(int(ranks.size()), np);
   for (const auto& [rank, s] : ranks) {
@@ -184,7 +194,13 @@ TEST_P(MpiFamilies, RanksAgreeOnCommsSequencesAndPairs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MpiFamilies, ::testing::Values(2, 4, 8));
+INSTANTIATE_TEST_SUITE_P(Ranks, MpiFamilies,
+                         ::testing::Values(std::tuple{2, Load::kLinked}, std::tuple{4, Load::kLinked},
+                                           std::tuple{8, Load::kLinked}, std::tuple{4, Load::kLate}),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == Load::kLate ? "_late" : "_linked");
+                         });
 
 TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   TempDir dir;

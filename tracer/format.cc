@@ -1,7 +1,63 @@
 // Names of the on-disk enums, for readers and reports.
 #include "tracer/format.h"
 
+#include <cstring>
+
 namespace hangtrace::fmt {
+
+Layout LayOut(const Capacities& c, uint32_t align) {
+  struct Entry {
+    uint32_t id, count, size;
+  };
+  // File order: what the writer fills at start, then what it fills on demand.
+  const Entry order[kNumSections] = {
+      {kSecProcess, 1, sizeof(ProcessInfo)},
+      {kSecCalls, c.calls, sizeof(CallInfo)},
+      {kSecComms, c.comms, sizeof(CommEntry)},
+      {kSecMembers, c.members, sizeof(int32_t)},
+      {kSecThreads, c.threads, sizeof(ThreadSlot)},
+      {kSecStacks, c.stacks, sizeof(StackSlot)},
+      {kSecNames, c.names, sizeof(NameEntry)},
+      {kSecModules, c.modules, sizeof(ModuleEntry)},
+      {kSecPyFrames, c.pyframes, sizeof(PyFrame)},
+      {kSecRing, c.threads * c.lane_slots, sizeof(Record)},
+  };
+  Layout l{};
+  uint64_t off = kHeaderSize;
+  for (const Entry& e : order) {
+    if (e.id == kSecModules) l.prealloc_end = off;
+    l.sections[e.id] = {off, e.count, e.size};
+    off = (off + uint64_t(e.count) * e.size + align - 1) / align * align;
+  }
+  l.file_size = off;
+  return l;
+}
+
+void FillHeader(FileHeader* h, const Layout& layout, uint32_t lane_slots, uint64_t features) {
+  memcpy(h->magic, kMagic, 8);
+  h->version = kVersion;
+  h->oldest_readable = kOldestReadable;
+  h->endian_tag = kEndianTag;
+  h->header_size = kHeaderSize;
+  h->record_size = kRecordSize;
+  h->features = features;
+  h->file_size = layout.file_size;
+  h->section_count = kNumSections;
+  h->lane_slots = lane_slots;
+  memcpy(h->sections, layout.sections, sizeof(layout.sections));
+}
+
+const char* PythonStatusName(PythonStatus s) {
+  switch (s) {
+    case PythonStatus::kNone: return "none";
+    case PythonStatus::kCaptured: return "captured";
+    case PythonStatus::kUnsupported: return "unsupported version";
+    case PythonStatus::kNoDumper: return "no frame dumper (stripped build)";
+    case PythonStatus::kNotRunning: return "interpreter not running";
+    case PythonStatus::kFailed: return "failed";
+  }
+  return "unknown";
+}
 
 const char* OpName(Op op) {
   switch (op) {

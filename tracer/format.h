@@ -17,10 +17,11 @@
 // Layout of one file (one per traced process):
 //
 //   [FileHeader 4096 B][ProcessInfo][CallInfo x N][CommEntry x N]
-//   [member pool: int32 x N][ThreadSlot x T][StackSlot x N]
-//   [ring: T lanes x 2^k Records]
+//   [member pool: int32 x N][ThreadSlot x T][StackSlot x N][NameEntry x N]
+//   [ModuleEntry x N][PyFrame x N][ring: T lanes x 2^k Records]
 //
-// Each section starts on a 4096-byte boundary. The ring is split into one
+// Each section starts on a 4096-byte boundary. LayOut() below computes the
+// offsets; the runtime and the simulator's writer both use it. The ring is split into one
 // lane per ThreadSlot: a thread that makes a traced call claims a slot and
 // is then the only writer of that slot and its lane, so the record path
 // needs no atomic read-modify-write (measured on the 2-core dev VM: 42 ns
@@ -128,7 +129,7 @@ enum RecordFlags : uint8_t {
   kRecAnyPeer = 1u << 0,     // MPI_ANY_SOURCE as posted
   kRecAnyTag = 1u << 1,      // MPI_ANY_TAG as posted
   kRecInGroup = 1u << 2,     // inside an NCCL group (aux: group id)
-  kRecNested = 1u << 3,      // entered while another traced call was open
+  kRecReserved3 = 1u << 3,   // never written (nested calls are not recorded)
   kRecError = 1u << 4,       // result is an error code of the API
   kRecPtsz = 1u << 5,        // a per-thread-default-stream variant (_ptsz,
                              // _spt): a null `handle` is the thread's stream
@@ -206,6 +207,17 @@ enum class StackStatus : uint32_t {
   kTruncated = 3,   // more frames than kMaxFrames
 };
 
+// ProcessInfo::python_status: what the last capture of Python frames found.
+enum class PythonStatus : uint32_t {
+  kNone = 0,         // no capture yet, or no Python interpreter in the process
+  kCaptured = 1,     // PyFrame entries of the current round hold the frames
+  kUnsupported = 2,  // a Python version whose frame dump hangtrace does not know
+  kNoDumper = 3,     // _Py_DumpTracebackThreads is neither exported nor in the
+                     // library's symbol table (a stripped build)
+  kNotRunning = 4,   // not initialized yet, or finalizing
+  kFailed = 5,       // CPython's dump returned an error, or its output was unreadable
+};
+
 // FileHeader::features bits.
 enum Features : uint64_t {
   kFeatTscClock = 1ull << 0,
@@ -235,7 +247,9 @@ enum SectionId : uint32_t {
   kSecStacks = 5,
   kSecRing = 6,
   kSecNames = 7,     // interned strings (kernel names), NameEntry
-  kNumSections = 8,
+  kSecModules = 8,   // the executable mappings when stacks were captured
+  kSecPyFrames = 9,  // Python frames captured with the native stacks
+  kNumSections = 10,
   kMinSections = 7,  // files written before kSecNames existed
   kMaxSections = 16,
 };
@@ -252,8 +266,10 @@ struct Counters {
   uint32_t stack_count;     // StackSlot entries filled in the current round
   uint64_t dropped;         // events not recorded: full tables, re-entry
   uint32_t name_count;      // NameEntry slots published
+  uint32_t module_count;    // ModuleEntry slots filled in the current round
+  uint32_t pyframe_count;   // PyFrame slots filled in the current round
   uint32_t reserved1;
-  uint64_t reserved[3];
+  uint64_t reserved[2];
 };
 static_assert(sizeof(Counters) == 72);
 
@@ -336,7 +352,10 @@ struct ProcessInfo {
   char step[32];            // SLURM step id where known
   char exe[256];            // /proc/self/exe
   char cmdline[512];        // argv joined by spaces, truncated
-  uint8_t reserved[256];
+  uint32_t python_version;  // PY_VERSION_HEX of the interpreter in the
+                            // process (0: none seen); set by a capture
+  uint32_t python_status;   // PythonStatus of the last Python capture
+  uint8_t reserved[248];
 };
 static_assert(offsetof(ProcessInfo, state) == 20);
 static_assert(offsetof(ProcessInfo, fault_addr) == 40);
@@ -344,6 +363,7 @@ static_assert(offsetof(ProcessInfo, boot_id) == 64);
 static_assert(offsetof(ProcessInfo, clock) == 80);
 static_assert(offsetof(ProcessInfo, heartbeat_mono_ns) == 128);
 static_assert(offsetof(ProcessInfo, host) == 168);
+static_assert(offsetof(ProcessInfo, python_version) == 1096);
 static_assert(sizeof(ProcessInfo) == 1352);
 
 // ---------------------------------------------------------------------------
@@ -420,6 +440,13 @@ static_assert(offsetof(Record, aux) == 56);
 static_assert(offsetof(Record, commit) == 60);
 static_assert(sizeof(Record) == kRecordSize);
 
+// The `commit` value of the record at `index` of its lane (never 0, so a
+// zeroed slot is never accepted).
+inline uint32_t Ticket(uint64_t index) {
+  uint32_t t = uint32_t(index + 1);
+  return t ? t : 1;
+}
+
 inline constexpr uint16_t kNoComm = 0xffff;
 inline constexpr uint16_t kNoCall = 0xffff;
 inline constexpr int32_t kNoPeer = -1;
@@ -462,6 +489,10 @@ static_assert(sizeof(ThreadSlot) == 192);
 inline constexpr uint32_t kMaxFrames = 48;
 inline constexpr uint32_t kSymbolLen = 52;
 
+// Frames hold raw program counters (the return address minus one for every
+// frame but the innermost, so each points into its call instruction). The
+// analyzer names them from the ModuleEntry table and the files on disk.
+// Files of older writers carry the nearest dynamic symbol in `symbol`.
 struct StackFrame {
   uint64_t pc;
   uint32_t offset;         // pc - symbol start, when symbol is known
@@ -478,9 +509,12 @@ struct StackSlot {
   uint32_t nframes;
   uint32_t reserved0;
   char thread_name[16];
-  uint8_t reserved[16];
+  uint64_t pthread_id;  // pthread_self() of the thread: CPython names its
+                        // threads by it (PyFrame::thread_id)
+  uint8_t reserved[8];
   StackFrame frames[kMaxFrames];
 };
+static_assert(offsetof(StackSlot, pthread_id) == 48);
 static_assert(offsetof(StackSlot, frames) == 64);
 static_assert(sizeof(StackSlot) == 64 + 64 * kMaxFrames);
 
@@ -493,15 +527,80 @@ struct NameEntry {
 static_assert(sizeof(NameEntry) == 64);
 
 // ---------------------------------------------------------------------------
+// The executable mappings of the process (from /proc/self/maps) when its
+// stacks were captured: with them the analyzer turns a pc into a module and
+// an offset in its file, and names it from that file's symbols and debug
+// information, whatever the address-space layout of the process was.
+struct ModuleEntry {
+  uint64_t start;        // mapping [start, end) in the process
+  uint64_t end;
+  uint64_t file_offset;  // offset in the file of `start`
+  uint32_t round;        // Counters::stack_round when captured
+  uint32_t reserved;
+  char path[224];        // the mapped file, NUL-terminated (truncated: unusable)
+};
+static_assert(sizeof(ModuleEntry) == 256);
+
+// One Python frame of one thread, innermost first (depth 0), captured with
+// the native stacks by CPython's own traceback dumper. A thread's frames
+// are consecutive entries of the same round.
+struct PyFrame {
+  uint32_t tid;          // kernel tid (matched through thread_id); 0 unknown
+  uint16_t depth;        // 0: the innermost frame
+  uint16_t flags;        // PyFrameFlags
+  int32_t line;          // -1 unknown
+  uint32_t round;        // Counters::stack_round when captured
+  uint64_t thread_id;    // CPython's thread id (pthread_self of the thread)
+  char function[80];     // co_name (truncated)
+  char file[152];        // co_filename; its end is kept when too long
+};
+static_assert(sizeof(PyFrame) == 256);
+
+enum PyFrameFlags : uint16_t {
+  kPyFrameTruncated = 1u << 0,  // the thread had more frames than were kept
+  kPyFrameNone = 1u << 1,       // a Python thread with no Python frame now
+};
+
+// ---------------------------------------------------------------------------
 // Defaults of the runtime (the reader never relies on them: it reads the
 // section table).
-inline constexpr uint32_t kDefaultLaneSlots = 1u << 16;  // 4 MiB per lane
 inline constexpr uint32_t kMaxCalls = 1024;
 inline constexpr uint32_t kMaxComms = 4096;
 inline constexpr uint32_t kMaxMembers = 1u << 18;
 inline constexpr uint32_t kMaxThreads = 64;
 inline constexpr uint32_t kMaxStacks = 128;
 inline constexpr uint32_t kMaxNames = 4096;
+inline constexpr uint32_t kMaxModules = 512;
+inline constexpr uint32_t kMaxPyFrames = 4096;
+
+// ---------------------------------------------------------------------------
+// The layout of a file: the section table for the given capacities, in file
+// order, each section on a 4096-byte boundary. Used by every writer (the
+// runtime, the simulator) so that there is one layout. `prealloc_end` is
+// where the sections that a writer fills at start end: the modules, Python
+// frames and ring after it are allocated only when written.
+struct Capacities {
+  uint32_t calls = kMaxCalls;
+  uint32_t comms = kMaxComms;
+  uint32_t members = kMaxMembers;
+  uint32_t threads = kMaxThreads;
+  uint32_t stacks = kMaxStacks;
+  uint32_t names = kMaxNames;
+  uint32_t modules = kMaxModules;
+  uint32_t pyframes = kMaxPyFrames;
+  uint32_t lane_slots = 0;  // records per lane: a power of two
+};
+struct Layout {
+  Section sections[kNumSections];
+  uint64_t prealloc_end;
+  uint64_t file_size;
+};
+// `align`: 4096 for files mapped by a running process; a writer of finished
+// files (the simulator) may pack sections closer (8), which readers accept.
+Layout LayOut(const Capacities& c, uint32_t align = 4096);
+// A header for that layout: magic, versions, sizes, section table; `ready`
+// is left 0 for the writer to set last.
+void FillHeader(FileHeader* h, const Layout& layout, uint32_t lane_slots, uint64_t features);
 
 // Neutral names, for readers and reports.
 const char* OpName(Op op);
@@ -512,5 +611,6 @@ const char* CommKindName(CommKind k);
 const char* ProcStateName(ProcState s);
 const char* RankSourceName(RankSource s);
 const char* EventKindName(EventKind k);
+const char* PythonStatusName(PythonStatus s);
 
 }  // namespace hangtrace::fmt

@@ -33,18 +33,13 @@
 
 namespace hangtrace {
 
-inline uint32_t LaneTicket(uint64_t index) {
-  uint32_t t = uint32_t(index + 1);
-  return t ? t : 1;
-}
-
 inline void LaneWrite(fmt::Record* lane, uint64_t mask, uint64_t* head, const fmt::Record& r) {
   uint64_t i = *head;  // only this thread writes it
   fmt::Record* slot = &lane[i & mask];
   __atomic_store_n(&slot->commit, 0u, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
   memcpy(static_cast<void*>(slot), &r, offsetof(fmt::Record, commit));
-  __atomic_store_n(&slot->commit, LaneTicket(i), __ATOMIC_RELEASE);
+  __atomic_store_n(&slot->commit, fmt::Ticket(i), __ATOMIC_RELEASE);
   __atomic_store_n(head, i + 1, __ATOMIC_RELEASE);
 }
 

@@ -41,8 +41,6 @@ pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;  // call and name tabl
 pthread_key_t g_thread_key;
 bool g_once_done = false;
 
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
 void CopyString(char* dst, size_t cap, const char* src) {
   if (!src) src = "";
   size_t n = strnlen(src, cap - 1);
@@ -199,30 +197,12 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   int fd = OpenNewFile(dir, probe, f->path, sizeof(f->path), err);
   if (fd < 0) return false;
 
-  struct Layout {
-    uint32_t count, entry;
-  };
-  const Layout layout[fmt::kNumSections] = {
-      {1, sizeof(fmt::ProcessInfo)},
-      {fmt::kMaxCalls, sizeof(fmt::CallInfo)},
-      {fmt::kMaxComms, sizeof(fmt::CommEntry)},
-      {fmt::kMaxMembers, sizeof(int32_t)},
-      {fmt::kMaxThreads, sizeof(fmt::ThreadSlot)},
-      {fmt::kMaxStacks, sizeof(fmt::StackSlot)},
-      {fmt::kMaxThreads * c.ring_slots, sizeof(fmt::Record)},
-      {fmt::kMaxNames, sizeof(fmt::NameEntry)},
-  };
-  fmt::Section sections[fmt::kNumSections];
-  // The ring goes last: everything before it is allocated up front.
-  const uint32_t order[fmt::kNumSections] = {fmt::kSecProcess, fmt::kSecCalls,   fmt::kSecComms, fmt::kSecMembers,
-                                             fmt::kSecThreads, fmt::kSecStacks, fmt::kSecNames, fmt::kSecRing};
-  uint64_t off = fmt::kHeaderSize;
-  for (uint32_t i : order) {
-    sections[i] = {off, layout[i].count, layout[i].entry};
-    off = AlignUp(off + uint64_t(layout[i].count) * layout[i].entry, 4096);
-  }
-  const uint64_t size = off;
-  const uint64_t tables_end = sections[fmt::kSecRing].offset;
+  fmt::Capacities caps;
+  caps.lane_slots = c.ring_slots;
+  const fmt::Layout layout = fmt::LayOut(caps);
+  const fmt::Section* sections = layout.sections;
+  const uint64_t size = layout.file_size;
+  const uint64_t tables_end = layout.prealloc_end;
 
   if (ftruncate(fd, off_t(size)) != 0) {
     *err = std::string("cannot size ") + f->path + ": " + strerror(errno);
@@ -258,22 +238,15 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   f->stacks = reinterpret_cast<fmt::StackSlot*>(at(fmt::kSecStacks));
   f->ring = reinterpret_cast<fmt::Record*>(at(fmt::kSecRing));
   f->names = reinterpret_cast<fmt::NameEntry*>(at(fmt::kSecNames));
+  f->modules = reinterpret_cast<fmt::ModuleEntry*>(at(fmt::kSecModules));
+  f->pyframes = reinterpret_cast<fmt::PyFrame*>(at(fmt::kSecPyFrames));
   f->lane_slots = c.ring_slots;
   f->thread_capacity = fmt::kMaxThreads;
 
-  fmt::FileHeader* h = f->header;
-  memcpy(h->magic, fmt::kMagic, 8);
-  h->version = fmt::kVersion;
-  h->oldest_readable = fmt::kOldestReadable;
-  h->endian_tag = fmt::kEndianTag;
-  h->header_size = fmt::kHeaderSize;
-  h->record_size = fmt::kRecordSize;
-  h->features = (g_clock_is_tsc ? uint64_t(fmt::kFeatTscClock) : 0) | (c.stacks ? uint64_t(fmt::kFeatStacks) : 0);
-  h->file_size = size;
-  h->section_count = fmt::kNumSections;
-  h->lane_slots = c.ring_slots;
-  memcpy(h->sections, sections, sizeof(sections));
+  fmt::FillHeader(f->header, layout, c.ring_slots,
+                  (g_clock_is_tsc ? uint64_t(fmt::kFeatTscClock) : 0) | (c.stacks ? uint64_t(fmt::kFeatStacks) : 0));
   FillProcessInfo(f->process, c);
+  fmt::FileHeader* h = f->header;
   __atomic_store_n(&h->ready, fmt::kReadyMagic, __ATOMIC_RELEASE);
   return true;
 }

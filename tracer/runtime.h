@@ -33,6 +33,10 @@ struct TraceFile {
   fmt::StackSlot* stacks = nullptr;
   fmt::Record* ring = nullptr;
   fmt::NameEntry* names = nullptr;
+  fmt::ModuleEntry* modules = nullptr;  // allocated when first written
+  fmt::PyFrame* pyframes = nullptr;     // allocated when first written
+  bool modules_allocated = false;
+  bool pyframes_allocated = false;
   uint32_t lane_slots = 0;
   uint32_t thread_capacity = 0;
   char path[4096] = {};

@@ -4,15 +4,23 @@
 // process (from /proc/self/task), marks it pending and sends that thread
 // kStackSignal with tgkill. The handler, on the target thread, unwinds from
 // the interrupted context with libunwind (unw_init_local2 on the ucontext;
-// unw_step and unw_get_proc_name are documented async-signal-safe for the
-// local address space) straight into the mapped file, then marks the slot
-// done. A thread that never answers (signal blocked, D state) stays pending:
-// the reader reports it as such, and `hangtrace dump` can still read it from
-// outside with ptrace.
+// unw_step is documented async-signal-safe for the local address space)
+// straight into the mapped file, then marks the slot done. Frames are raw
+// program counters: the analyzer names them from the module map (written
+// with the round) and the files on disk, with libdw, which knows static
+// functions and lines where the nearest dynamic symbol does not. A thread
+// that never answers (signal blocked, D state) stays pending: the reader
+// reports it as such, and `hangtrace dump` can still read it from outside.
+//
+// In a Python process the threads that answered stay in the handler until
+// CPython has dumped their Python frames (python.cc), so that nothing moves
+// while it reads them and both stacks are of one instant; a held thread
+// waits at most kHoldLimitNs.
 //
 // Fatal signals: the handler writes the signal into ProcessInfo first (so the
 // fact survives even if unwinding a corrupt stack faults), then the faulting
-// thread's stack, then hands the signal to whatever handler was there before.
+// thread's stack and the module map, then hands the signal to whatever
+// handler was there before.
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <dirent.h>
@@ -26,7 +34,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <pthread.h>
+#include <time.h>
+
 #include "tracer/internal.h"
+#include "tracer/python.h"
 #include "tracer/runtime.h"
 
 namespace hangtrace {
@@ -41,12 +53,27 @@ volatile int g_in_crash = 0;
 
 int GetTid() { return int(syscall(SYS_gettid)); }
 
+// The round whose answered threads stay in the handler (0: none).
+uint32_t g_hold_round = 0;
+constexpr int64_t kHoldLimitNs = 1000 * 1000000ll;
+
+int64_t MonoNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 // Unwinds from `uc` (a signal's ucontext) into `slot`. Async-signal-safe.
 void UnwindInto(fmt::StackSlot* slot, void* uc) {
   unw_cursor_t cursor;
   uint32_t n = 0;
   bool truncated = false;
+  slot->pthread_id = uint64_t(pthread_self());
   if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+    // The interrupted pc is exact; a caller's is a return address, which
+    // may already belong to the next line or function: step back into the
+    // call. Below a signal frame the pc is exact again.
+    bool exact = true;
     do {
       if (n == fmt::kMaxFrames) {
         truncated = true;
@@ -55,16 +82,10 @@ void UnwindInto(fmt::StackSlot* slot, void* uc) {
       unw_word_t ip = 0;
       unw_get_reg(&cursor, UNW_REG_IP, &ip);
       fmt::StackFrame& f = slot->frames[n];
-      f.pc = ip;
-      unw_word_t off = 0;
-      if (unw_get_proc_name(&cursor, f.symbol, sizeof(f.symbol), &off) == 0 ||
-          f.symbol[0] != '\0') {
-        f.symbol[sizeof(f.symbol) - 1] = '\0';
-        f.offset = uint32_t(off);
-      } else {
-        f.symbol[0] = '\0';
-        f.offset = 0;
-      }
+      f.pc = exact || ip == 0 ? ip : ip - 1;
+      f.offset = 0;
+      f.symbol[0] = '\0';
+      exact = unw_is_signal_frame(&cursor) > 0;
       ++n;
     } while (unw_step(&cursor) > 0);
   }
@@ -90,8 +111,93 @@ void StackSignalHandler(int, siginfo_t*, void* uc) {
         break;
       }
     }
+    // Held until the round's Python frames are read (see the top).
+    const int64_t until = MonoNs() + kHoldLimitNs;
+    while (__atomic_load_n(&g_hold_round, __ATOMIC_ACQUIRE) == round && round != 0 && MonoNs() < until) {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, nullptr);
+    }
   }
   errno = saved_errno;
+}
+
+// Parses one line of /proc/self/maps into `m` when it maps a file
+// executable. Async-signal-safe.
+bool ParseMapsLine(const char* l, const char* end, fmt::ModuleEntry* m) {
+  auto hex = [&](uint64_t* out) {
+    uint64_t v = 0;
+    bool any = false;
+    for (; l < end; ++l) {
+      char c = *l;
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0) break;
+      v = v * 16 + uint64_t(d);
+      any = true;
+    }
+    *out = v;
+    return any;
+  };
+  uint64_t start, stop, offset;
+  if (!hex(&start) || l >= end || *l++ != '-' || !hex(&stop) || l + 6 > end || *l++ != ' ') return false;
+  const bool exec = l[2] == 'x';
+  l += 4;
+  if (l >= end || *l++ != ' ' || !hex(&offset)) return false;
+  for (int field = 0; field < 2; ++field) {  // device, inode
+    while (l < end && *l == ' ') ++l;
+    while (l < end && *l != ' ') ++l;
+  }
+  while (l < end && *l == ' ') ++l;
+  if (!exec || l >= end || *l != '/') return false;
+  size_t n = size_t(end - l);
+  if (n >= sizeof(m->path)) return false;  // a cut path would name another file
+  m->start = start;
+  m->end = stop;
+  m->file_offset = offset;
+  memcpy(m->path, l, n);
+  m->path[n] = '\0';
+  return true;
+}
+
+// Writes the executable file mappings of the process into the module table
+// for `round`. Async-signal-safe (raw syscalls, no allocation), so the crash
+// handler uses it too.
+void CaptureModules(TraceFile* f, uint32_t round) {
+  const fmt::Section& sec = f->header->sections[fmt::kSecModules];
+  if (!f->modules || sec.count == 0) return;
+  if (!f->modules_allocated) {
+    if (syscall(SYS_fallocate, f->fd, 0, off_t(sec.offset), off_t(uint64_t(sec.count) * sec.entry_size)) != 0 &&
+        errno != EOPNOTSUPP) {
+      return;  // a full /dev/shm: no module map, never a SIGBUS
+    }
+    f->modules_allocated = true;
+  }
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  static char buf[8192];  // one capture at a time: the caller holds the round
+  size_t have = 0;
+  uint32_t count = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += size_t(r);
+    size_t start = 0;
+    for (size_t i = 0; i < have; ++i) {
+      if (buf[i] != '\n') continue;
+      fmt::ModuleEntry m;
+      if (count < sec.count && ParseMapsLine(buf + start, buf + i, &m)) {
+        m.round = round;
+        m.reserved = 0;
+        f->modules[count++] = m;
+      }
+      start = i + 1;
+    }
+    if (start == 0 && have == sizeof(buf)) have = 0;  // a line longer than the buffer: drop it
+    memmove(buf, buf + start, have - start);
+    have -= start;
+  }
+  close(fd);
+  __atomic_store_n(&f->header->counters.module_count, count, __ATOMIC_RELEASE);
 }
 
 void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
@@ -118,6 +224,7 @@ void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
       __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);
       UnwindInto(s, uc);
     }
+    CaptureModules(f, __atomic_load_n(&f->header->counters.stack_round, __ATOMIC_ACQUIRE));
   }
 
   // Hand over to the handler that was there before us, or to the default.
@@ -217,20 +324,33 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   }
   __atomic_store_n(&k.stack_count, uint32_t(ntids), __ATOMIC_RELEASE);
 
-  int captured = 0;
+  // In a Python process the threads that answer are held until CPython has
+  // read their frames; one deadline for all threads.
+  const bool python = PythonCaptureReady();
+  if (python) __atomic_store_n(&g_hold_round, round, __ATOMIC_RELEASE);
   const pid_t pid = getpid();
-  for (int i = 0; i < ntids; ++i) {
-    fmt::StackSlot* s = &f->stacks[i];
-    if (syscall(SYS_tgkill, pid, tids[i], StackSignal()) != 0) continue;  // exited meanwhile
-    for (int waited = 0; waited < timeout_ms * 10; ++waited) {
-      if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != uint32_t(fmt::StackStatus::kPending)) {
-        ++captured;
-        break;
-      }
-      struct timespec ts = {0, 100000};  // 100 us
-      nanosleep(&ts, nullptr);
+  bool sent[fmt::kMaxStacks] = {};
+  for (int i = 0; i < ntids; ++i) sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
+  int captured = 0;
+  const int64_t deadline = MonoNs() + int64_t(timeout_ms) * 1000000;
+  for (;;) {
+    int pending = 0;
+    captured = 0;
+    for (int i = 0; i < ntids; ++i) {
+      if (!sent[i]) continue;  // exited meanwhile
+      if (__atomic_load_n(&f->stacks[i].status, __ATOMIC_ACQUIRE) == uint32_t(fmt::StackStatus::kPending)) ++pending;
+      else ++captured;
     }
+    if (pending == 0 || MonoNs() > deadline) break;
+    struct timespec ts = {0, 100000};  // 100 us
+    nanosleep(&ts, nullptr);
   }
+  if (python) {
+    const char* error = PythonDumpWhileHeld();
+    __atomic_store_n(&g_hold_round, 0u, __ATOMIC_RELEASE);
+    PythonStoreAfterRelease(error, round);
+  }
+  CaptureModules(f, round);
   return captured;
 }
 

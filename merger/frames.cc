@@ -1,0 +1,85 @@
+#include "merger/frames.h"
+
+#include <cstdio>
+
+namespace hangtrace {
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string Frame::Text() const {
+  if (lang == Lang::kKernel) return "[kernel] " + func;
+  std::string where;
+  if (!file.empty()) where = " (" + Basename(file) + (line > 0 ? ":" + std::to_string(line) : "") + ")";
+  if (!func.empty()) return func + where;
+  if (lang == Lang::kPython) return "???" + where;
+  if (module.empty()) {
+    char pc[32];
+    snprintf(pc, sizeof(pc), "0x%llx", static_cast<unsigned long long>(offset));
+    return pc;
+  }
+  char off[32];
+  snprintf(off, sizeof(off), "+0x%llx", static_cast<unsigned long long>(offset));
+  return Basename(module) + off;
+}
+
+const char* Frame::LangName() const {
+  switch (lang) {
+    case Lang::kNative: return "native";
+    case Lang::kPython: return "python";
+    case Lang::kKernel: return "kernel";
+  }
+  return "native";
+}
+
+bool IsEvalFrame(const Frame& f) {
+  return f.lang == Frame::Lang::kNative && f.func == "_PyEval_EvalFrameDefault";
+}
+
+std::vector<Frame> MixPythonFrames(const std::vector<Frame>& native, const std::vector<Frame>& python) {
+  if (python.empty()) return native;
+  std::vector<Frame> out;
+  size_t next = 0;  // the next Python frame to place
+  size_t last_eval = SIZE_MAX;
+  for (const Frame& f : native) {
+    if (!IsEvalFrame(f) || next >= python.size()) {
+      out.push_back(f);
+      continue;
+    }
+    // This loop runs Python frames up to and including the next entry.
+    while (next < python.size()) {
+      out.push_back(python[next]);
+      if (python[next++].entry) break;
+    }
+    last_eval = out.size();
+  }
+  if (next < python.size()) {
+    // Left over: after the last evaluation frame's run, or on top.
+    std::vector<Frame> rest(python.begin() + long(next), python.end());
+    size_t at = last_eval == SIZE_MAX ? 0 : last_eval;
+    out.insert(out.begin() + long(at), rest.begin(), rest.end());
+  }
+  return out;
+}
+
+void GuessEntries(std::vector<Frame>* python, size_t eval_frames, uint32_t python_version) {
+  std::vector<Frame>& p = *python;
+  if (p.empty()) return;
+  if (python_version < 0x030b0000) {
+    for (Frame& f : p) f.entry = true;
+    return;
+  }
+  // Innermost first: the innermost loop runs p[0..k], each outer loop one.
+  const size_t outer = eval_frames > 0 ? std::min(eval_frames - 1, p.size() - 1) : 0;
+  for (Frame& f : p) f.entry = false;
+  const size_t innermost_run = p.size() - outer;
+  p[innermost_run - 1].entry = true;
+  for (size_t i = innermost_run; i < p.size(); ++i) p[i].entry = true;
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,115 @@
+#include "merger/symbolize.h"
+
+#include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace hangtrace {
+
+Frame FrameAt(uint64_t pc, const std::vector<ModuleInfo>& modules) {
+  Frame f;
+  f.offset = pc;
+  for (const ModuleInfo& m : modules) {
+    if (pc >= m.start && pc < m.end) {
+      f.module = m.path;
+      f.offset = pc - m.start + m.file_offset;
+      break;
+    }
+  }
+  return f;
+}
+
+std::string Demangle(const std::string& symbol) {
+  if (symbol.size() < 2 || symbol[0] != '_' || symbol[1] != 'Z') return symbol;
+  int status = 0;
+  char* out = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+  std::string result = status == 0 && out ? out : symbol;
+  free(out);
+  // Drop anonymous-namespace noise; keep it readable in a tree.
+  for (size_t p; (p = result.find("(anonymous namespace)::")) != std::string::npos;) result.erase(p, 23);
+  return result;
+}
+
+// One ELF file reported to libdw at its link-time addresses.
+struct Symbolizer::Module {
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* mod = nullptr;
+  struct Load {
+    uint64_t offset, filesz, vaddr;
+  };
+  std::vector<Load> loads;  // PT_LOAD segments: file offset -> address
+  ~Module() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+Symbolizer::Symbolizer() = default;
+Symbolizer::~Symbolizer() = default;
+
+Symbolizer::Module* Symbolizer::Open(const std::string& path) {
+  auto [it, fresh] = modules_.emplace(path, nullptr);
+  if (!fresh) return it->second.get();
+  static char* debuginfo_path = nullptr;
+  static const Dwfl_Callbacks callbacks = {dwfl_build_id_find_elf, dwfl_standard_find_debuginfo,
+                                           dwfl_offline_section_address, &debuginfo_path};
+  auto m = std::make_unique<Module>();
+  m->dwfl = dwfl_begin(&callbacks);
+  if (!m->dwfl) return nullptr;
+  // ET_DYN at base 0 with p_vaddr added: addresses are the file's own.
+  m->mod = dwfl_report_elf(m->dwfl, path.c_str(), path.c_str(), -1, 0, true);
+  dwfl_report_end(m->dwfl, nullptr, nullptr);
+  if (!m->mod) return nullptr;
+  GElf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(m->mod, &bias);
+  size_t nphdr = 0;
+  if (!elf || elf_getphdrnum(elf, &nphdr) != 0) return nullptr;
+  for (size_t i = 0; i < nphdr; ++i) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD) {
+      m->loads.push_back({ph.p_offset, ph.p_filesz, ph.p_vaddr + bias});
+    }
+  }
+  it->second = std::move(m);
+  return it->second.get();
+}
+
+void Symbolizer::Resolve(Frame* f) {
+  if (f->lang != Frame::Lang::kNative || f->module.empty()) return;
+  std::string key = f->module;
+  key.push_back('\0');
+  key += std::to_string(f->offset);
+  auto [it, fresh] = answers_.emplace(key, Answer{});
+  if (fresh) {
+    Answer& a = it->second;
+    if (Module* m = Open(f->module)) {
+      for (const Module::Load& l : m->loads) {
+        if (f->offset < l.offset || f->offset >= l.offset + l.filesz) continue;
+        const GElf_Addr addr = f->offset - l.offset + l.vaddr;
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        const char* name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, nullptr, nullptr, nullptr);
+        if (name) {
+          a.func = Demangle(name);
+          a.func = a.func.substr(0, a.func.find('@'));  // "clock_nanosleep@GLIBC_2.2.5"
+        }
+        if (Dwfl_Line* line = dwfl_module_getsrc(m->mod, addr)) {
+          int lineno = 0;
+          const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
+          if (file && lineno > 0) {
+            a.file = file;
+            a.line = lineno;
+          }
+        }
+        break;
+      }
+    }
+  }
+  f->func = it->second.func;
+  f->file = it->second.file;
+  f->line = it->second.line;
+}
+
+}  // namespace hangtrace

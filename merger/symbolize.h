@@ -1,0 +1,49 @@
+// Naming native frames after the fact, from the files on disk: the runtime
+// and the dump keep program counters and the module map, and the analyzer
+// asks elfutils' libdw for the function (the ELF symbol that contains the
+// address, static ones included, where the symbol table has them) and,
+// where debug information is installed, the source file and line.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "merger/frames.h"
+#include "merger/trace_reader.h"
+
+namespace hangtrace {
+
+// The native frame at `pc` of a process whose executable mappings were
+// `modules`: its module and the pc's offset in that file (the same in every
+// rank, whatever the address-space layout), unnamed yet.
+Frame FrameAt(uint64_t pc, const std::vector<ModuleInfo>& modules);
+
+class Symbolizer {
+ public:
+  Symbolizer();
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Fills func, file and line of a native frame from f->module and
+  // f->offset; leaves them empty when the file is gone or has no symbol
+  // there. Each (module, offset) is looked up once.
+  void Resolve(Frame* f);
+
+ private:
+  struct Module;
+  Module* Open(const std::string& path);
+  std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
+  struct Answer {
+    std::string func, file;
+    int32_t line = 0;
+  };
+  std::unordered_map<std::string, Answer> answers_;  // "path\0offset"
+};
+
+// Itanium C++ names made readable ("_ZN3foo3barEv" -> "foo::bar()").
+std::string Demangle(const std::string& symbol);
+
+}  // namespace hangtrace
