@@ -30,6 +30,7 @@
 #include "cmds/commands.h"
 #include "dump/native_stacks.h"
 #include "merger/rank_set.h"
+#include "merger/report.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
 
@@ -110,9 +111,15 @@ const char* LivenessName(Liveness l) {
   }
 }
 
-json ThreadJson(const ThreadStack& t) {
+json FramesJson(const std::vector<Frame>& frames) {
+  json out = json::array();
+  for (const Frame& f : frames) out.push_back(FrameJson(f));
+  return out;
+}
+
+json ThreadJson(const DumpedThread& t) {
   return {{"tid", t.tid}, {"name", t.name}, {"state", std::string(1, t.state)}, {"wchan", t.wchan},
-          {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", t.frames}};
+          {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", FramesJson(t.frames)}};
 }
 
 }  // namespace
@@ -236,7 +243,7 @@ int DumpCommand(int argc, char** argv) {
   // node.json, with the node's pre-merge: distinct stacks and their ranks.
   json node = {{"schema", "hangtrace.node/1"}, {"host", host}, {"job", job}, {"warnings", warnings}};
   node["processes"] = json::array();
-  std::map<std::vector<std::string>, RankSet> distinct;
+  std::map<std::vector<std::string>, std::pair<std::vector<Frame>, RankSet>> distinct;  // by frame text
   size_t threads = 0, unwound = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
     const Target& t = targets[i];
@@ -244,19 +251,32 @@ int DumpCommand(int argc, char** argv) {
     json p = {{"pid", t.pid}, {"rank", t.rank}, {"trace", t.copy}, {"liveness", LivenessName(t.live)},
               {"heartbeat_age_s", t.heartbeat_age_s}, {"state_before", std::string(1, ps.state_before)},
               {"state_after", std::string(1, ps.state_after)}, {"error", ps.error}, {"seconds", ps.seconds}};
+    if (ps.python_version) {
+      p["python"] = {{"version", std::to_string(ps.python_version >> 24) + "." + std::to_string((ps.python_version >> 16) & 0xff) +
+                                     "." + std::to_string((ps.python_version >> 8) & 0xff)},
+                     {"error", ps.python_error}};
+    }
     p["threads"] = json::array();
-    for (const ThreadStack& th : ps.threads) {
+    for (const DumpedThread& th : ps.threads) {
       p["threads"].push_back(ThreadJson(th));
       ++threads;
       unwound += th.method == "ptrace";
-      if (t.rank >= 0 && !th.frames.empty()) distinct[th.frames].Add(t.rank);
+      if (t.rank >= 0 && !th.frames.empty()) {
+        std::vector<std::string> key;
+        for (const Frame& f : th.frames) key.push_back(f.Text());
+        auto& [frames, ranks] = distinct[key];
+        frames = th.frames;
+        ranks.Add(t.rank);
+      }
     }
+    if (!ps.python_error.empty()) warnings.push_back("pid " + std::to_string(t.pid) + ": Python frames: " + ps.python_error);
     if (!ps.error.empty()) warnings.push_back(ps.error);
     node["processes"].push_back(p);
   }
   node["stack_groups"] = json::array();
-  for (const auto& [frames, ranks] : distinct) {
-    node["stack_groups"].push_back({{"frames", frames}, {"ranks", ranks.ToString()}, {"count", ranks.Count()}});
+  for (const auto& [key, group] : distinct) {
+    node["stack_groups"].push_back(
+        {{"frames", FramesJson(group.first)}, {"ranks", group.second.ToString()}, {"count", group.second.Count()}});
   }
   node["warnings"] = warnings;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

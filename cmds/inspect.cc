@@ -18,6 +18,7 @@
 
 #include "cmds/commands.h"
 #include "merger/rank_set.h"
+#include "merger/symbolize.h"
 #include "merger/trace_reader.h"
 #include "tracer/clock.h"
 #include "tracer/procfs.h"
@@ -158,20 +159,26 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   }
   if (!s.stacks.empty()) printf("stacks   %zu thread(s), captured at %+.3f s\n", s.stacks.size(),
                                 s.Seconds(p.clock.start_ticks, s.stacks.front().ticks));
-  for (const StackInfo& st : s.stacks) {
-    const char* why = st.reason == fmt::StackReason::kCrash      ? "crash"
-                      : st.reason == fmt::StackReason::kWatchdog ? "watchdog"
-                                                                 : "request";
-    printf("  tid %u \"%s\" (%s)%s\n", st.tid, st.thread_name.c_str(), why,
-           st.status == fmt::StackStatus::kPending ? ": did not answer (signal blocked or in D state)" : "");
-    for (size_t i = 0; i < st.frames.size(); ++i) {
-      const fmt::StackFrame& f = st.frames[i];
-      if (f.symbol[0]) {
-        printf("    #%-2zu 0x%016" PRIx64 " %s+0x%x\n", i, f.pc, f.symbol, f.offset);
-      } else {
-        printf("    #%-2zu 0x%016" PRIx64 " ??\n", i, f.pc);
-      }
+  Symbolizer symbols;
+  const auto named = SnapshotStacks(s, &symbols);
+  for (const auto& [tid, frames] : named) {
+    const StackInfo* st = nullptr;
+    for (const StackInfo& x : s.stacks) {
+      if (x.tid == tid) st = &x;
     }
+    const char* why = !st                                         ? "Python frames only"
+                      : st->reason == fmt::StackReason::kCrash    ? "crash"
+                      : st->reason == fmt::StackReason::kWatchdog ? "watchdog"
+                                                                  : "request";
+    printf("  tid %u \"%s\" (%s)%s\n", tid, st ? st->thread_name.c_str() : "", why,
+           st && st->status == fmt::StackStatus::kPending ? ": did not answer (signal blocked or in D state)" : "");
+    for (size_t i = 0; i < frames.size(); ++i) {
+      printf("    #%-2zu %s%s\n", i, frames[i].lang == Frame::Lang::kPython ? "[py] " : "", frames[i].Text().c_str());
+    }
+  }
+  if (p.python_version) {
+    printf("python   %u.%u.%u, frames: %s\n", p.python_version >> 24, (p.python_version >> 16) & 0xff,
+           (p.python_version >> 8) & 0xff, fmt::PythonStatusName(fmt::PythonStatus(p.python_status)));
   }
   size_t first = all_events || s.events.size() <= max_events ? 0 : s.events.size() - max_events;
   if (!s.events.empty()) {

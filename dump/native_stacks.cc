@@ -1,11 +1,12 @@
 #include "dump/native_stacks.h"
 
-#include <cxxabi.h>
 #include <dirent.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+
+#include "dump/python_frames.h"
+#include "merger/symbolize.h"
 
 namespace hangtrace {
 namespace {
@@ -62,46 +66,96 @@ double Now() {
   return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
-std::string Demangle(const char* name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? d : name;
-  free(d);
-  return out;
-}
-
-// Seizes and interrupts one thread; true when it stopped within the timeout.
-bool StopThread(int tid, int timeout_ms, std::string* error) {
-  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-    *error = std::string("ptrace(SEIZE): ") + strerror(errno) +
-             (errno == EPERM ? " (another tracer, or ptrace restricted: see docs/TROUBLESHOOTING.md)" : "");
-    return false;
-  }
-  Remember(tid);
-  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-    *error = std::string("ptrace(INTERRUPT): ") + strerror(errno);
-    return false;
+// Seizes and interrupts every thread, then waits for all of them with one
+// deadline (a process with many threads in D state costs one timeout, not
+// one per thread). stopped[i] says which did stop.
+void StopThreads(const std::vector<int>& tids, int timeout_ms, std::vector<bool>* stopped,
+                 std::vector<DumpedThread>* threads) {
+  stopped->assign(tids.size(), false);
+  std::vector<bool> waiting(tids.size(), false);
+  for (size_t i = 0; i < tids.size(); ++i) {
+    std::string& error = (*threads)[i].error;
+    if (ptrace(PTRACE_SEIZE, tids[i], nullptr, nullptr) != 0) {
+      error = std::string("ptrace(SEIZE): ") + strerror(errno) +
+              (errno == EPERM ? " (another tracer, or ptrace restricted: see docs/TROUBLESHOOTING.md)" : "");
+      continue;
+    }
+    Remember(tids[i]);
+    if (ptrace(PTRACE_INTERRUPT, tids[i], nullptr, nullptr) != 0) {
+      error = std::string("ptrace(INTERRUPT): ") + strerror(errno);
+      continue;
+    }
+    waiting[i] = true;
   }
   const double deadline = Now() + timeout_ms / 1000.0;
-  for (;;) {
-    int status = 0;
-    pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
-    if (r == tid) {
-      if (WIFSTOPPED(status)) return true;
-      *error = "exited while being attached";
-      Forget(tid);
-      return false;
+  for (size_t left = std::count(waiting.begin(), waiting.end(), true); left > 0;) {
+    for (size_t i = 0; i < tids.size(); ++i) {
+      if (!waiting[i]) continue;
+      int status = 0;
+      pid_t r = waitpid(tids[i], &status, __WALL | WNOHANG);
+      if (r == 0) continue;
+      waiting[i] = false;
+      --left;
+      if (r == tids[i] && WIFSTOPPED(status)) {
+        (*stopped)[i] = true;
+      } else if (r == tids[i]) {
+        (*threads)[i].error = "exited while being attached";
+        Forget(tids[i]);
+      } else {
+        (*threads)[i].error = std::string("waitpid: ") + strerror(errno);
+      }
     }
-    if (r < 0) {
-      *error = std::string("waitpid: ") + strerror(errno);
-      return false;
-    }
+    if (left == 0) break;
     if (Now() > deadline) {
-      *error = "did not stop within " + std::to_string(timeout_ms) + " ms (uninterruptible sleep?)";
-      return false;
+      for (size_t i = 0; i < tids.size(); ++i) {
+        if (waiting[i]) {
+          (*threads)[i].error = "did not stop within " + std::to_string(timeout_ms) + " ms (uninterruptible sleep?)";
+        }
+      }
+      break;
     }
     usleep(200);
   }
+}
+
+// A native frame of the live process: its module and the pc's offset in
+// that file (what the analyzer keys frames by), named by libdwfl.
+Frame NameFrame(Dwfl* dwfl, uint64_t pc, bool symbols) {
+  Frame f;
+  f.offset = pc;
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
+  if (!mod) return f;
+  const char* file = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  GElf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(mod, &bias);
+  size_t nphdr = 0;
+  if (file && elf && elf_getphdrnum(elf, &nphdr) == 0) {
+    for (size_t i = 0; i < nphdr; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD && pc - bias >= ph.p_vaddr &&
+          pc - bias < ph.p_vaddr + ph.p_memsz) {
+        f.module = file;
+        f.offset = pc - bias - ph.p_vaddr + ph.p_offset;
+        break;
+      }
+    }
+  }
+  if (!symbols) return f;
+  GElf_Off off = 0;
+  GElf_Sym sym;
+  if (const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr)) {
+    f.func = Demangle(name);
+    f.func = f.func.substr(0, f.func.find('@'));  // "clock_nanosleep@GLIBC_2.2.5"
+  }
+  if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
+    int lineno = 0;
+    const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
+    if (src && lineno > 0) {
+      f.file = src;
+      f.line = lineno;
+    }
+  }
+  return f;
 }
 
 struct FrameCollector {
@@ -154,10 +208,9 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
   }
   std::sort(tids.begin(), tids.end());
 
-  std::vector<bool> stopped(tids.size(), false);
   out.threads.resize(tids.size());
   for (size_t i = 0; i < tids.size(); ++i) {
-    ThreadStack& t = out.threads[i];
+    DumpedThread& t = out.threads[i];
     t.tid = tids[i];
     const std::string task = proc + "/task/" + std::to_string(t.tid);
     t.name = ReadSmall(task + "/comm");
@@ -166,8 +219,9 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
     if (t.wchan == "0") t.wchan.clear();
     std::string sc = ReadSmall(task + "/syscall");
     t.syscall = sc.substr(0, sc.find(' '));
-    stopped[i] = StopThread(t.tid, options.thread_timeout_ms, &t.error);
   }
+  std::vector<bool> stopped;
+  StopThreads(tids, options.thread_timeout_ms, &stopped, &out.threads);
 
   // Unwind the stopped threads with libdwfl, which must not attach itself.
   static char* debuginfo_path = nullptr;
@@ -176,38 +230,21 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
   Dwfl* dwfl = dwfl_begin(&callbacks);
   bool dwfl_ok = dwfl && dwfl_linux_proc_report(dwfl, pid) == 0 && dwfl_report_end(dwfl, nullptr, nullptr) == 0 &&
                  dwfl_linux_proc_attach(dwfl, pid, true) == 0;
-  std::unordered_map<uint64_t, std::string> names;  // per-PC cache
+  std::unordered_map<uint64_t, Frame> named;  // per-pc cache
   for (size_t i = 0; i < tids.size(); ++i) {
-    ThreadStack& t = out.threads[i];
+    DumpedThread& t = out.threads[i];
+#if defined(__x86_64__)
+    user_regs_struct regs;
+    if (stopped[i] && ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) == 0) t.thread_pointer = regs.fs_base;
+#endif
     if (stopped[i] && dwfl_ok) {
       FrameCollector c{{}, options.max_frames};
       dwfl_getthread_frames(dwfl, t.tid, OnFrame, &c);
       if (!c.pcs.empty()) {
         t.method = "ptrace";
         for (uint64_t pc : c.pcs) {
-          auto [it, fresh] = names.emplace(pc, std::string());
-          if (fresh) {
-            Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
-            const char* sym = mod && options.symbols ? dwfl_module_addrname(mod, pc) : nullptr;
-            if (sym) {
-              std::string name = Demangle(sym);
-              it->second = name.substr(0, name.find('@'));  // "clock_nanosleep@GLIBC_2.2.5"
-            } else {
-              // No symbol: the module and offset, which are the same in
-              // every rank (an absolute address is not, with ASLR).
-              Dwarf_Addr start = 0;
-              const char* file = mod ? dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr) : nullptr;
-              char text[512];
-              if (file) {
-                const char* base = strrchr(file, '/');
-                snprintf(text, sizeof(text), "%s+0x%llx", base ? base + 1 : file,
-                         static_cast<unsigned long long>(pc - start));
-              } else {
-                snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(pc));
-              }
-              it->second = text;
-            }
-          }
+          auto [it, fresh] = named.emplace(pc, Frame());
+          if (fresh) it->second = NameFrame(dwfl, pc, options.symbols);
           t.frames.push_back(it->second);
         }
       } else {
@@ -221,10 +258,34 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       std::istringstream ks(ReadSmall(proc + "/task/" + std::to_string(t.tid) + "/stack"));
       for (std::string line; std::getline(ks, line);) {
         size_t p = line.find("] ");
-        if (p != std::string::npos) t.frames.push_back("[kernel] " + line.substr(p + 2));
+        if (p == std::string::npos) continue;
+        Frame k;
+        k.lang = Frame::Lang::kKernel;
+        k.func = line.substr(p + 2);
+        t.frames.push_back(k);
       }
       t.method = t.frames.empty() ? "none" : "proc";
-      if (t.frames.empty() && !t.wchan.empty()) t.frames.push_back("[kernel] " + t.wchan);
+      if (t.frames.empty() && !t.wchan.empty()) {
+        Frame k;
+        k.lang = Frame::Lang::kKernel;
+        k.func = t.wchan;
+        t.frames.push_back(k);
+      }
+    }
+  }
+  // A CPython process: every thread's Python frames, read while its threads
+  // are still stopped, mixed into their native stacks.
+  if (dwfl_ok && options.python) {
+    PythonFrames py = ReadPythonFrames(pid, dwfl);
+    out.python_version = py.version;
+    out.python_error = py.error;
+    for (PyThreadFrames& pt : py.threads) {
+      DumpedThread* t = nullptr;
+      for (DumpedThread& x : out.threads) {
+        if ((pt.tid && uint32_t(x.tid) == pt.tid) || (!pt.tid && x.thread_pointer && x.thread_pointer == pt.thread_id)) t = &x;
+      }
+      if (!t) continue;  // a thread state without a thread (being created or torn down)
+      t->frames = MixPythonFrames(t->frames, pt.frames);
     }
   }
   if (dwfl) dwfl_end(dwfl);

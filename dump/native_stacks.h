@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "merger/frames.h"
+
 namespace hangtrace {
 
-struct ThreadStack {
+struct DumpedThread {
   int tid = 0;
   std::string name;      // /proc/PID/task/TID/comm
   char state = '?';      // /proc/PID/task/TID/stat field 3
@@ -26,24 +28,32 @@ struct ThreadStack {
   std::string syscall;   // /proc/PID/task/TID/syscall, first field (number or "running")
   std::string method;    // "ptrace" (unwound), "proc" (kernel stack only), "none"
   std::string error;     // why it was not unwound
-  std::vector<std::string> frames;  // innermost first, demangled
+  // Innermost first: native frames named from the live process (function,
+  // file:line where debug information is installed), with CPython's
+  // evaluation-loop frames replaced by the Python frames they run.
+  std::vector<Frame> frames;
+  uint64_t thread_pointer = 0;  // its TLS base (x86-64: fs), = its pthread_t
 };
 
 struct ProcessStacks {
   int pid = 0;
   char state_before = '?', state_after = '?';
   std::string error;  // the whole process could not be read (permission, gone)
-  std::vector<ThreadStack> threads;
+  std::vector<DumpedThread> threads;
+  uint32_t python_version = 0;  // PY_VERSION_HEX when it runs CPython
+  std::string python_error;     // why its Python frames were not read
   double seconds = 0;  // time spent on this process
 };
 
 struct StackOptions {
   int thread_timeout_ms = 2000;  // per thread, to stop after PTRACE_INTERRUPT
   bool symbols = true;           // false: raw addresses (faster)
+  bool python = true;            // read CPython's frames from memory
   size_t max_frames = 64;
 };
 
-// Reads every thread's stack. Refuses processes of another user unless this
+// Reads every thread's stack, and in a CPython process every thread's
+// Python frames from its memory (python_frames.h). Refuses processes of another user unless this
 // one runs as root, with the reason in `error`.
 ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options);
 

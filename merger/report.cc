@@ -46,6 +46,12 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
+nlohmann::json FrameJson(const Frame& f) {
+  nlohmann::json j = {{"func", f.func}, {"file", f.file}, {"line", f.line}, {"module", f.module}, {"lang", f.LangName()}};
+  if (f.lang == Frame::Lang::kNative) j["offset"] = f.offset;
+  return j;
+}
+
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
   // The first lines: verdict, culprits, coverage.

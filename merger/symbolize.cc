@@ -4,6 +4,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -110,6 +111,47 @@ void Symbolizer::Resolve(Frame* f) {
   f->func = it->second.func;
   f->file = it->second.file;
   f->line = it->second.line;
+}
+
+std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceSnapshot& s, Symbolizer* symbols) {
+  std::vector<std::pair<uint32_t, std::vector<Frame>>> out;
+  for (const StackInfo& st : s.stacks) {
+    std::vector<Frame> frames;
+    for (const fmt::StackFrame& f : st.frames) {
+      Frame frame;
+      if (f.symbol[0]) {
+        frame.func = Demangle(f.symbol);
+      } else {
+        frame = FrameAt(f.pc, s.modules);
+        symbols->Resolve(&frame);
+      }
+      frames.push_back(frame);
+    }
+    out.push_back({st.tid, std::move(frames)});
+  }
+  // Python frames: consecutive per thread, depth 0 first.
+  std::vector<std::pair<uint32_t, std::vector<Frame>>> python;
+  for (const PyFrameInfo& pf : s.py_frames) {
+    if (pf.depth == 0 || python.empty()) python.push_back({pf.tid, {}});
+    if (pf.flags & fmt::kPyFrameNone) continue;
+    Frame f;
+    f.lang = Frame::Lang::kPython;
+    f.func = pf.function;
+    f.file = pf.file;
+    f.line = pf.line > 0 ? pf.line : 0;
+    python.back().second.push_back(f);
+  }
+  for (auto& [tid, frames] : python) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& t) { return tid && t.first == tid; });
+    if (it == out.end()) {
+      out.push_back({tid, {}});
+      it = out.end() - 1;
+    }
+    size_t evals = std::count_if(it->second.begin(), it->second.end(), IsEvalFrame);
+    GuessEntries(&frames, evals, s.process.python_version);
+    it->second = MixPythonFrames(it->second, frames);
+  }
+  return out;
 }
 
 }  // namespace hangtrace

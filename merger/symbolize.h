@@ -43,6 +43,10 @@ class Symbolizer {
   std::unordered_map<std::string, Answer> answers_;  // "path\0offset"
 };
 
+// The stacks a process captured itself (a snapshot of its file), named and
+// with their Python frames mixed in, per thread (tid, innermost first).
+std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceSnapshot& s, Symbolizer* symbols);
+
 // Itanium C++ names made readable ("_ZN3foo3barEv" -> "foo::bar()").
 std::string Demangle(const std::string& symbol);
 
