@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +34,7 @@
 #include "merger/report.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
+#include "tracer/format.h"
 
 namespace hangtrace {
 namespace {
@@ -99,7 +101,51 @@ struct Target {
   std::string copy;   // file name in the dump folder
   Liveness live = Liveness::kUnknown;
   double heartbeat_age_s = -1;
+  bool python = false;  // its runtime saw a CPython interpreter
+  bool answered = false;  // it captured its own stacks on our request
 };
+
+// Asks every running traced CPython process for a capture round of its own
+// (its runtime's background thread answers within about 0.1 s, with Python
+// frames from CPython's own dumper, which covers versions the outside
+// reader does not), then waits for all of them with one deadline. A
+// process that does not answer (wedged, stopped) is simply not waited for.
+void RequestCaptures(std::vector<Target>& targets, double timeout_s) {
+  constexpr off_t kRequest = offsetof(fmt::FileHeader, counters) + offsetof(fmt::Counters, capture_request);
+  constexpr off_t kAnswered = offsetof(fmt::FileHeader, counters) + offsetof(fmt::Counters, capture_answered);
+  struct Asked {
+    Target* target;
+    int fd;
+    uint32_t value;
+  };
+  std::vector<Asked> asked;
+  for (Target& t : targets) {
+    if (!t.python || t.live != Liveness::kRunning || t.trace.empty()) continue;
+    int fd = open(t.trace.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    uint32_t answered = 0;
+    if (fd < 0) continue;
+    if (pread(fd, &answered, sizeof(answered), kAnswered) != ssize_t(sizeof(answered)) ||
+        pwrite(fd, &(answered += 1), sizeof(answered), kRequest) != ssize_t(sizeof(answered))) {
+      close(fd);
+      continue;
+    }
+    asked.push_back({&t, fd, answered});
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (Asked& a : asked) {
+    for (;;) {
+      uint32_t answered = 0;
+      if (pread(a.fd, &answered, sizeof(answered), kAnswered) != ssize_t(sizeof(answered))) break;
+      if (answered == a.value) {
+        a.target->answered = true;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) break;
+      usleep(5000);
+    }
+    close(a.fd);
+  }
+}
 
 const char* LivenessName(Liveness l) {
   switch (l) {
@@ -195,6 +241,7 @@ int DumpCommand(int argc, char** argv) {
     t.pid = s->process.pid;
     t.rank = s->process.rank;
     t.live = ProcessLiveness(*s);
+    t.python = s->process.python_version != 0;
     if (s->process.heartbeat_real_ns) {
       auto now = std::chrono::system_clock::now().time_since_epoch();
       t.heartbeat_age_s = double(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -
@@ -205,7 +252,7 @@ int DumpCommand(int argc, char** argv) {
   for (int pid : pids) {
     bool known = false;
     for (const Target& t : targets) known |= t.pid == pid;
-    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1});
+    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1, false});
   }
   if (targets.empty()) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
@@ -214,7 +261,8 @@ int DumpCommand(int argc, char** argv) {
 
   // Snapshots first (cheap, and what matters most), then stacks, several
   // processes at once: ptrace is per tracer thread, so each worker takes
-  // whole processes.
+  // whole processes. Python processes first capture their own stacks.
+  if (!no_stacks) RequestCaptures(targets, 1.0);
   for (Target& t : targets) {
     if (t.trace.empty()) continue;
     std::string err;
@@ -269,7 +317,10 @@ int DumpCommand(int argc, char** argv) {
         ranks.Add(t.rank);
       }
     }
-    if (!ps.python_error.empty()) warnings.push_back("pid " + std::to_string(t.pid) + ": Python frames: " + ps.python_error);
+    if (!ps.python_error.empty()) {
+      warnings.push_back("pid " + std::to_string(t.pid) + ": Python frames from outside: " + ps.python_error +
+                         (t.answered ? "; its own capture, taken on request, has them" : ""));
+    }
     if (!ps.error.empty()) warnings.push_back(ps.error);
     node["processes"].push_back(p);
   }

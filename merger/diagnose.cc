@@ -83,6 +83,11 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
          job.comms[size_t(m.comm)].label + " where the other members pass " + m.values[0].first;
 }
 
+// " at train_step (pretrain.py:212)": where in a Python program a rank is.
+std::string WhereInProgram(const Job& job, int64_t frame) {
+  return frame >= 0 ? " at " + job.frames[size_t(frame)].Text() : std::string();
+}
+
 }  // namespace
 
 std::string DescribeCall(const Job& job, const CallPoint& c) {
@@ -151,6 +156,19 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
       g.hosts.push_back(v.host);
     }
     class_of[size_t(v.rank)] = int32_t(it->second);
+  }
+
+  // Where in the program each class is: its ranks' most common innermost
+  // Python frame (Python jobs only).
+  for (Group& g : d.groups) {
+    std::map<int64_t, size_t> votes;
+    for (int32_t r : g.ranks.Ranks()) {
+      if (job.ranks[size_t(r)].python_frame >= 0) votes[job.ranks[size_t(r)].python_frame]++;
+    }
+    size_t best = 0;
+    for (const auto& [frame, n] : votes) {
+      if (n > best) best = n, g.python_frame = frame;
+    }
   }
 
   // --- the wait-for graph, between classes ------------------------------------
@@ -287,7 +305,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   auto blame = [&](int32_t r, const std::string& why) {
     const RankView& v = job.ranks[size_t(r)];
     if (culprits.count(r)) return;
-    culprits[r] = Culprit{r, v.host, v.pid, why};
+    culprits[r] = Culprit{r, v.host, v.pid, why + WhereInProgram(job, v.python_frame)};
   };
   // Who waits for `r`, for the reasons: the biggest class waiting for it.
   auto waiter_of = [&](int32_t r) -> const Group* {
@@ -562,7 +580,8 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
       d.summary = std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
                   (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
                                                : "ranks " + victims->ranks.Brief() + " wait in ") +
-                  DescribeCall(job, victims->call) + "; " + who + " " + d.culprits.front().why;
+                  DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame) + "; " + who + " " +
+                  d.culprits.front().why;
     } else {
       d.summary = who + " " + d.culprits.front().why;
     }

@@ -17,6 +17,7 @@ struct Group {
   double in_call_s = 0;      // longest among its ranks
   RankSet waiting_for;       // ranks its ranks wait for
   std::vector<std::string> hosts;
+  int64_t python_frame = -1; // its ranks' most common innermost Python frame (Job::frames)
 };
 
 struct Culprit {

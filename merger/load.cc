@@ -320,7 +320,15 @@ class Loader {
     }
     // A dump folder (hangtrace dump) holds newer stacks, read from outside
     // the process: they replace what the process captured itself.
-    if (const DumpedProcess* dumped = DumpedStacks(path, p.pid)) {
+    // Unless the dump could not read the Python frames that the process's
+    // own capture (on the dump's request) holds: then that capture, whose
+    // native and Python stacks are of one instant, is the better one.
+    const DumpedProcess* dumped = DumpedStacks(path, p.pid);
+    if (dumped && !dumped->python && !s.py_frames.empty()) {
+      v.dump_state = dumped->state;
+      dumped = nullptr;
+    }
+    if (dumped) {
       std::lock_guard<std::mutex> lock(mu_);
       v.stacks.clear();
       for (const auto& [tid, frames] : dumped->threads) {
@@ -338,6 +346,7 @@ class Loader {
   struct DumpedProcess {
     std::vector<std::pair<uint32_t, std::vector<Frame>>> threads;  // mixed, named
     std::string state;  // /proc state letter when dumped
+    bool python = false;  // its stacks hold Python frames
   };
   // The node.json beside a trace file, read once per folder.
   const DumpedProcess* DumpedStacks(const std::string& trace_path, int32_t pid) {
@@ -356,7 +365,10 @@ class Loader {
             d.state = proc.value("state_before", "");
             for (const auto& t : proc.value("threads", nlohmann::json::array())) {
               std::vector<Frame> frames;
-              for (const auto& jf : t.value("frames", nlohmann::json::array())) frames.push_back(FrameFromJson(jf));
+              for (const auto& jf : t.value("frames", nlohmann::json::array())) {
+                frames.push_back(FrameFromJson(jf));
+                d.python |= frames.back().lang == Frame::Lang::kPython;
+              }
               if (frames.empty()) continue;
               d.threads.push_back({t.value("tid", 0u), std::move(frames)});
             }

@@ -108,6 +108,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
              " " + fam + " comms (" + *l.comms.begin() + ", ...)";
     }
     out += head + what;
+    if (g.python_frame >= 0) out += " at " + job.frames[size_t(g.python_frame)].Text();
     if (g.state == RankState::kInCall) out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
     if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
@@ -182,6 +183,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     if (g.call.kernel >= 0) o["kernel"] = job.names[size_t(g.call.kernel)];
     o["waiting_for"] = g.waiting_for.ToString();
     o["hosts"] = g.hosts;
+    if (g.python_frame >= 0) o["python"] = FrameJson(job.frames[size_t(g.python_frame)]);
     j["groups"].push_back(o);
   }
   j["mismatches"] = json::array();
@@ -194,6 +196,20 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["cycles"] = d.cycles;
   j["progressing"] = d.progressing.ToString();
   j["warnings"] = job.warnings;
+  // Distinct stacks (innermost frame first), each with the ranks that have
+  // it: the merged view without the tree.
+  std::map<std::vector<uint32_t>, RankSet> distinct;
+  for (const RankView& v : job.ranks) {
+    for (const ThreadStack& t : v.stacks) {
+      if (!t.frames.empty()) distinct[t.frames].Add(v.rank);
+    }
+  }
+  j["stacks"] = json::array();
+  for (const auto& [frames, ranks] : distinct) {
+    json fs = json::array();
+    for (uint32_t id : frames) fs.push_back(FrameJson(job.frames[id]));
+    j["stacks"].push_back({{"ranks", ranks.ToString()}, {"count", ranks.Count()}, {"frames", fs}});
+  }
   return j;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tracer/internal.h"
+#include "tracer/python.h"
 #include "tracer/runtime.h"
 
 namespace hangtrace {
@@ -94,6 +95,7 @@ void* BackgroundMain(void*) {
   prctl(PR_SET_NAME, "hangtrace", 0, 0, 0);
   int64_t last_heartbeat = 0;
   int64_t started = MonotonicNs();
+  uint64_t ticks = 0;
   bool first = true;
   for (;;) {
     // The first wake-up is early, to calibrate the clock for short programs.
@@ -116,6 +118,15 @@ void* BackgroundMain(void*) {
       __atomic_fetch_add(&p->heartbeat_count, 1, __ATOMIC_RELEASE);
     }
     Watchdog(f, NowTicks());
+    // A dump asked for a capture round (its stacks, and Python frames from
+    // CPython's own dumper, which an outside reader may not cover).
+    fmt::Counters& k = f->header->counters;
+    const uint32_t request = __atomic_load_n(&k.capture_request, __ATOMIC_ACQUIRE);
+    if (request != __atomic_load_n(&k.capture_answered, __ATOMIC_ACQUIRE)) {
+      if (RuntimeConfig().stacks) CaptureAllStacks(fmt::StackReason::kRequest, 200);
+      __atomic_store_n(&k.capture_answered, request, __ATOMIC_RELEASE);
+    }
+    if (++ticks % 10 == 0) NotePython();
   }
 }
 

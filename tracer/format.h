@@ -268,8 +268,14 @@ struct Counters {
   uint32_t name_count;      // NameEntry slots published
   uint32_t module_count;    // ModuleEntry slots filled in the current round
   uint32_t pyframe_count;   // PyFrame slots filled in the current round
+  // A reader (hangtrace dump) that may write the file asks the process for
+  // a capture round by storing a new value in `capture_request`; the
+  // runtime's background thread captures (native and Python stacks) and
+  // then stores the same value in `capture_answered`.
+  uint32_t capture_request;
+  uint32_t capture_answered;
   uint32_t reserved1;
-  uint64_t reserved[2];
+  uint64_t reserved[1];
 };
 static_assert(sizeof(Counters) == 72);
 

@@ -241,6 +241,12 @@ bool StoreFrames(TraceFile* f, uint32_t round, const std::string& text) {
 
 }  // namespace
 
+void NotePython() {
+  if (g_python.probed) return;
+  Probe();
+  if (g_trace && g_python.version) g_trace->process->python_version = g_python.version;
+}
+
 bool PythonCaptureReady() {
   Probe();
   if (g_trace) {

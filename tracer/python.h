@@ -17,6 +17,10 @@ namespace hangtrace {
 inline constexpr const char* kPythonNotRunning = "interpreter not running";
 
 bool PythonCaptureReady();
+// Cheap check, from the background thread now and then: notes in the file
+// that the process runs CPython (ProcessInfo::python_version) as soon as
+// the interpreter is initialized, so a dump knows to ask for its frames.
+void NotePython();
 // CPython's error text, or null on success.
 const char* PythonDumpWhileHeld();
 void PythonStoreAfterRelease(const char* dump_error, uint32_t round);
