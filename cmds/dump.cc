@@ -101,7 +101,7 @@ struct Target {
   std::string copy;   // file name in the dump folder
   Liveness live = Liveness::kUnknown;
   double heartbeat_age_s = -1;
-  bool python = false;  // its runtime saw a CPython interpreter
+  bool python = false;  // its runtime saw a CPython interpreter, and captures stacks
   bool answered = false;  // it captured its own stacks on our request
 };
 
@@ -241,7 +241,8 @@ int DumpCommand(int argc, char** argv) {
     t.pid = s->process.pid;
     t.rank = s->process.rank;
     t.live = ProcessLiveness(*s);
-    t.python = s->process.python_version != 0;
+    // A CPython process whose runtime may capture stacks (it can be asked).
+    t.python = s->process.python_version != 0 && (s->header.features & fmt::kFeatStacks);
     if (s->process.heartbeat_real_ns) {
       auto now = std::chrono::system_clock::now().time_since_epoch();
       t.heartbeat_age_s = double(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -

@@ -201,6 +201,7 @@ uint64_t SymbolAddress(Dwfl_Module* mod, const char* name) {
 }
 
 struct Found {
+  bool present = false;
   uint64_t runtime = 0, py_version = 0;
   std::string module;
 };
@@ -214,7 +215,9 @@ int FindRuntime(Dwfl_Module* mod, void**, const char* name, Dwarf_Addr, void* ar
   // never searched (their symbol tables can be huge).
   if (base.find(".so") != std::string::npos && base.rfind("libpython3", 0) != 0) return DWARF_CB_OK;
   uint64_t runtime = SymbolAddress(mod, "_PyRuntime");
-  if (!runtime) return DWARF_CB_OK;
+  // Before 3.7 there is no _PyRuntime: still CPython, not covered.
+  if (!runtime && !SymbolAddress(mod, "Py_IsInitialized")) return DWARF_CB_OK;
+  found->present = true;
   found->runtime = runtime;
   found->py_version = SymbolAddress(mod, "Py_Version");
   found->module = path;
@@ -287,7 +290,7 @@ PythonFrames ReadPythonFrames(pid_t pid, Dwfl* dwfl) {
   PythonFrames out;
   Found found;
   dwfl_getmodules(dwfl, FindRuntime, &found, 0);
-  if (!found.runtime) return out;  // not a Python process
+  if (!found.present) return out;  // not a Python process
   out.present = true;
   Memory m(pid);
   // The version: Py_Version (3.11+), else the library's or program's name.
@@ -306,7 +309,7 @@ PythonFrames ReadPythonFrames(pid_t pid, Dwfl* dwfl) {
   for (int i = 0; i < kNumLayouts; ++i) {
     if (kLayouts[i].version == minor) table = &kLayouts[i];
   }
-  if (!table) {
+  if (!table || !found.runtime) {
     out.error = version ? "Python " + std::to_string(version >> 24) + "." + std::to_string((version >> 16) & 0xff) +
                               " is not covered (frames from outside: " + PythonVersionsCovered() + ")"
                         : "cannot tell the Python version of " + found.module;

@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev           # reports, command line
   libgtest-dev libbenchmark-dev             # tests, bench/
   python3-minimal                           # generates the wrappers from interpose/*.spec
+  python3-mpi4py                            # the Python (mpi4py) jobs of the tests
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
   slurmctld slurmd slurm-client munge tini  # the localhost SLURM cluster of the srun-dump test
 )

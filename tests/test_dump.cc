@@ -95,9 +95,11 @@ nlohmann::json Dump(const TempDir& dir, const std::string& out, std::vector<std:
   return nlohmann::json::parse(f, nullptr, false);
 }
 
+// A frame of the thread is the function `name` (frames are objects with
+// func, file, line, module, offset, lang).
 bool HasFrame(const nlohmann::json& thread, const std::string& name) {
   for (const auto& f : thread["frames"]) {
-    if (f.get<std::string>().find(name) != std::string::npos) return true;
+    if (f.value("func", "") == name) return true;
   }
   return false;
 }

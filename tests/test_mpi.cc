@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "merger/diagnose.h"
+#include "merger/symbolize.h"
 #include "merger/trace_reader.h"
 #include "tests/test_util.h"
 
@@ -234,8 +235,9 @@ TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
     }
     // The watchdog's stacks show the program's own function under MPI.
     bool named = false;
-    for (const StackInfo& st : s.stacks) {
-      for (const fmt::StackFrame& f : st.frames) named |= std::string(f.symbol) == "hang";
+    Symbolizer symbols;
+    for (const auto& [tid, frames] : SnapshotStacks(s, &symbols)) {
+      for (const Frame& f : frames) named |= f.func == "hang";
     }
     EXPECT_TRUE(named) << "rank " << rank << ": no stack names hang()";
   }

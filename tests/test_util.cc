@@ -79,6 +79,64 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
   return r;
 }
 
+Started::Started(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
+  int fds[2];
+  if (pipe(fds) != 0) return;
+  pid_ = fork();
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    dup2(fds[1], 1);
+    close(fds[0]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_fd_ = fds[0];
+  fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+}
+
+Started::~Started() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+bool Started::WaitFor(const std::string& text, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (out_.find(text) == std::string::npos) {
+    char buf[4096];
+    ssize_t n = read(out_fd_, buf, sizeof(buf));
+    if (n > 0) {
+      out_.append(buf, size_t(n));
+      continue;
+    }
+    if (n == 0 || std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+int Started::Wait(double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  while (pid_ > 0) {
+    pid_t w = waitpid(pid_, &status, WNOHANG);
+    if (w == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 std::vector<std::string> ListTraceFiles(const std::string& dir) {
   std::string error;
   return FindTraceFiles(dir, &error);

@@ -2,6 +2,8 @@
 // extra environment, capturing its output and how it ended.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +35,27 @@ struct ProgramResult {
 ProgramResult RunProgram(const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
                          double timeout_s = 30);
+
+// A program started in the background (its own process group), ended with
+// the whole group (SIGKILL) when this object goes away.
+class Started {
+ public:
+  Started(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env);
+  ~Started();
+  pid_t pid() const { return pid_; }
+  // Waits until its standard output holds `text`; false after `timeout_s`
+  // or when it ended first. Output read so far is in out().
+  bool WaitFor(const std::string& text, double timeout_s);
+  const std::string& out() const { return out_; }
+  // Waits for it to end; its exit code, or -1 when a signal ended it (or
+  // it did not end in time).
+  int Wait(double timeout_s);
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string out_;
+};
 
 // What mpirun needs to run as root (the tests do, on CI).
 inline const std::vector<std::pair<std::string, std::string>> kMpiAsRoot = {

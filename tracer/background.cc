@@ -126,7 +126,8 @@ void* BackgroundMain(void*) {
       if (RuntimeConfig().stacks) CaptureAllStacks(fmt::StackReason::kRequest, 200);
       __atomic_store_n(&k.capture_answered, request, __ATOMIC_RELEASE);
     }
-    if (++ticks % 10 == 0) NotePython();
+    // Every tick for the first seconds (a dump may come early), then each second.
+    if (++ticks < 30 || ticks % 10 == 0) NotePython();
   }
 }
 

@@ -9,7 +9,8 @@ all-reduce of the done flag over the world.
 With --hang-rank, that rank (a last-stage rank: odd) skips its loss
 broadcast at step S and goes on to the world all-reduce: its pipeline
 partner waits in the broadcast forever, everyone else in the all-reduce.
-Without it the job trains to the end and exits 0.
+Without it the job trains to the end and exits 0. Lines marked "# at: NAME"
+are where the ranks wait; the test reads them from this file.
 """
 import argparse
 from array import array
@@ -58,15 +59,15 @@ def _aggregate_total_loss(groups, loss, step, args):
         buf[0] /= groups.dp.Get_size()
         if groups.world.Get_rank() == args.hang_rank and step == args.hang_step:
             return buf[0]  # the bug: the root skips its broadcast
-    groups.pp.Bcast([buf, MPI.DOUBLE], root=STAGES - 1)
+    groups.pp.Bcast([buf, MPI.DOUBLE], root=STAGES - 1)  # at: bcast
     return buf[0]
 
 
 def train_step(groups, step, args):
     loss = forward_backward(groups, step)
-    loss = _aggregate_total_loss(groups, loss, step, args)
+    loss = _aggregate_total_loss(groups, loss, step, args)  # at: aggregate
     done = array("i", [1 if step + 1 == args.steps else 0])
-    groups.world.Allreduce(MPI.IN_PLACE, [done, MPI.INT], op=MPI.MAX)
+    groups.world.Allreduce(MPI.IN_PLACE, [done, MPI.INT], op=MPI.MAX)  # at: done
     return loss
 
 
