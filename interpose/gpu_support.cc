@@ -143,8 +143,6 @@ void SleepNs(long ns) {
 }
 
 void* PollerMain(void*) {
-  t_thread.depth = 1u << 30;  // nothing it calls is a traced call
-  t_thread.tracer_thread = true;
   prctl(PR_SET_NAME, "hangtrace-dev", 0, 0, 0);
   for (;;) {
     bool any = false;

@@ -7,11 +7,14 @@
 # other rank in the all-reduce. The watchdog notices; `hangtrace dump` takes
 # a live dump (trace snapshots and every thread's native stack, read from
 # outside); `hangtrace analyze` reads it and names the culprit, with merged
-# stacks; the job is torn down.
+# stacks; the job is torn down. Then the same hang in a Python job (mpi4py,
+# its libmpi loaded by dlopen), diagnosed from a live dump with every rank's
+# Python function and line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export PATH=/usr/bin:$PATH  # Debian's python3, which has mpi4py
 
 dir=$(mktemp -d /tmp/hangtrace-demo-XXXXXX)
 step() { printf '\n== %s\n' "$*"; }
@@ -48,6 +51,22 @@ echo "   done; the trace files stay readable after the job"
 
 step "6. what the trainer says really happened ($dir/truth.json)"
 sed 's/^/   /' "$dir/truth.json"
+
+step "7. the same hang in Python: tests/python/seed_hang.py (mpi4py) on 4 ranks; rank 3 skips its broadcast"
+pycmd=(mpirun -np 4 --oversubscribe build/bin/hangtrace run --dir "$dir" --job pydemo --timeout 0 --
+       python3 -u tests/python/seed_hang.py --hang-rank 3 --hang-step 2 --steps 50)
+echo "   ${pycmd[*]}"
+setsid "${pycmd[@]}" > "$dir/py.log" 2>&1 &
+job=$!
+trap teardown EXIT
+for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/py.log" && break; sleep 0.1; done
+sleep 1
+build/bin/hangtrace dump --dir "$dir" --job pydemo --out "$dir/pydump" 2>&1 | sed 's/^/   /'
+build/bin/hangtrace analyze "$dir/pydump" | sed -n '1,/^stacks, merged/p' | sed 's/^/   /'
+build/bin/hangtrace analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/^/   /'
+teardown
+trap - EXIT
+
 echo
 echo "JSON report:     $dir/report.json"
 echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"

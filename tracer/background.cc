@@ -89,9 +89,6 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
 }
 
 void* BackgroundMain(void*) {
-  // The tracer's own thread: nothing it calls is recorded as a traced call.
-  t_thread.depth = 1u << 30;
-  t_thread.tracer_thread = true;
   prctl(PR_SET_NAME, "hangtrace", 0, 0, 0);
   int64_t last_heartbeat = 0;
   int64_t started = MonotonicNs();
@@ -133,6 +130,31 @@ void* BackgroundMain(void*) {
 
 }  // namespace
 
+int g_tracer_tids[kMaxTracerThreads];
+
+namespace {
+// Every tracer thread starts here: nothing it calls is recorded as a traced
+// call, and its tid is listed so that stack captures skip it (all its
+// signals are blocked: it would never answer).
+void* TracerTrampoline(void* main) {
+  t_thread.depth = 1u << 30;
+  t_thread.tracer_thread = true;
+  const int tid = int(syscall(SYS_gettid));
+  for (int& slot : g_tracer_tids) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&slot, &expected, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) break;
+  }
+  return reinterpret_cast<void* (*)(void*)>(main)(nullptr);
+}
+}  // namespace
+
+bool IsTracerThread(int tid) {
+  for (const int& slot : g_tracer_tids) {
+    if (__atomic_load_n(&slot, __ATOMIC_ACQUIRE) == tid) return true;
+  }
+  return false;
+}
+
 bool StartTracerThread(void* (*main)(void*)) {
   // Block every signal in the new thread, so signals meant for the program
   // are never delivered to ours.
@@ -144,7 +166,7 @@ bool StartTracerThread(void* (*main)(void*)) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_t th;
-  int rc = pthread_create(&th, &attr, main, nullptr);
+  int rc = pthread_create(&th, &attr, TracerTrampoline, reinterpret_cast<void*>(main));
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return rc == 0;

@@ -119,6 +119,9 @@ Config Config::FromEnvironment() {
   if (const char* v = Env("HANGTRACE_STACKS")) {
     if (!ParseBool(v, &c.stacks)) bad("HANGTRACE_STACKS", v, "0 or 1");
   }
+  if (const char* v = Env("HANGTRACE_PYTHON")) {
+    if (!ParseBool(v, &c.python)) bad("HANGTRACE_PYTHON", v, "0 or 1");
+  }
 
   const char* job = Env("HANGTRACE_JOB");
   if (!job) job = Env("SLURM_JOB_ID");

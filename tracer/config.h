@@ -31,6 +31,10 @@ namespace hangtrace {
   X(stacks, "HANGTRACE_STACKS", "1",                                           \
     "1: capture native stacks in the process on a watchdog timeout or a "     \
     "fatal signal (briefly signals each thread). 0: never.")                  \
+  X(python, "HANGTRACE_PYTHON", "1",                                           \
+    "1: with the native stacks, capture every thread's Python frames by "     \
+    "CPython's own dumper (the other threads wait in the stack signal's "     \
+    "handler meanwhile, at most 1 s). 0: native stacks only.")                \
   X(off, "HANGTRACE_OFF", "0",                                                 \
     "1: load but trace nothing (no file, no thread, no handler).")            \
   X(job, "HANGTRACE_JOB", "",                                                  \
@@ -50,6 +54,7 @@ struct Config {
   DeviceEvents device_events = DeviceEvents::kAll;
   uint32_t ring_slots = 65536;  // power of two
   bool stacks = true;
+  bool python = true;
   bool off = false;
   std::string job;          // resolved job id, safe as a path component
   bool quiet = false;

@@ -15,6 +15,9 @@ void StartBackgroundThread();
 // Starts a detached thread of the tracer's own with every signal blocked
 // (signals meant for the program never land there); false on failure.
 bool StartTracerThread(void* (*main)(void*));
+// Whether `tid` is one of those threads (they are left out of captures).
+inline constexpr int kMaxTracerThreads = 8;
+bool IsTracerThread(int tid);
 
 // The stack-capture signal and the fatal-signal recorders (stacks.cc).
 void InstallSignalHandlers();

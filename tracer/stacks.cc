@@ -24,6 +24,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <dirent.h>
+#include <linux/futex.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -111,11 +112,13 @@ void StackSignalHandler(int, siginfo_t*, void* uc) {
         break;
       }
     }
-    // Held until the round's Python frames are read (see the top).
+    // Held until the round's Python frames are read (see the top): asleep
+    // on a futex, so that held threads leave the CPU to the reader.
     const int64_t until = MonoNs() + kHoldLimitNs;
-    while (__atomic_load_n(&g_hold_round, __ATOMIC_ACQUIRE) == round && round != 0 && MonoNs() < until) {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, nullptr);
+    for (int64_t now; round != 0 && __atomic_load_n(&g_hold_round, __ATOMIC_ACQUIRE) == round &&
+                      (now = MonoNs()) < until;) {
+      struct timespec left = {time_t((until - now) / 1000000000), long((until - now) % 1000000000)};
+      syscall(SYS_futex, &g_hold_round, FUTEX_WAIT_PRIVATE, round, &left, nullptr, 0);
     }
   }
   errno = saved_errno;
@@ -293,7 +296,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
       auto* d = reinterpret_cast<struct dirent64*>(buf + off);
       off += d->d_reclen;
       int tid = atoi(d->d_name);
-      if (tid > 0 && tid != self && ntids < int(fmt::kMaxStacks)) tids[ntids++] = tid;
+      if (tid > 0 && tid != self && !IsTracerThread(tid) && ntids < int(fmt::kMaxStacks)) tids[ntids++] = tid;
     }
   }
   close(dir);
@@ -326,7 +329,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
 
   // In a Python process the threads that answer are held until CPython has
   // read their frames; one deadline for all threads.
-  const bool python = PythonCaptureReady();
+  const bool python = RuntimeConfig().python && PythonCaptureReady();
   if (python) __atomic_store_n(&g_hold_round, round, __ATOMIC_RELEASE);
   const pid_t pid = getpid();
   bool sent[fmt::kMaxStacks] = {};
@@ -348,6 +351,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   if (python) {
     const char* error = PythonDumpWhileHeld();
     __atomic_store_n(&g_hold_round, 0u, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &g_hold_round, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
     PythonStoreAfterRelease(error, round);
   }
   CaptureModules(f, round);

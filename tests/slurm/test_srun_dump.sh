@@ -94,6 +94,33 @@ grep -q 'node4' "$work/report2.txt" "$work/report2.err" || fail "the silent node
 grep -q '3 of 4 node(s) answered' "$work/report2.err" || fail "the partial result was not analyzed"
 grep -q '^hangtrace: ' "$work/report2.txt" || fail "no report from the nodes that answered"
 
+# The seed's own case, in Python: an 8-rank mpi4py job under srun (its
+# libmpi comes by dlopen), hung at step 2 by rank 3. No stacks are captured
+# in the processes (--no-stacks): srun-dump reads every rank's Python
+# frames from outside, on every node, and names the Python line each rank
+# waits at.
+scancel --quiet "$job" 2>/dev/null || true
+kill -9 "$srun_pid" 2>/dev/null || true
+srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=pyhang \
+  "$build/bin/hangtrace" run --dir "$work/pytraces" --timeout 0 --no-stacks -- \
+  /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
+  > "$work/py.out" 2>&1 &
+srun_pid=$!
+disown "$srun_pid"
+for i in $(seq 120); do grep -q 'step 1 loss' "$work/py.out" && break; sleep 0.5; done
+grep -q 'step 1 loss' "$work/py.out" || { cat "$work/py.out"; fail "the Python job did not run"; }
+sleep 1
+job=$(squeue -h -n pyhang -o %i | head -1)
+start=$(date +%s.%N)
+"$build/bin/hangtrace" srun-dump "$job" --dir "$work/pytraces" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err"
+end=$(date +%s.%N)
+head -12 "$work/py.txt"
+echo "srun-dump of the 8-rank Python job took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
+grep -q 'culprit rank 3 .*at train_step (seed_hang.py:' "$work/py.txt" || fail "the Python culprit's line is not named"
+grep -q 'rank 2 .*in MPI_Bcast .*at _aggregate_total_loss (seed_hang.py:' "$work/py.txt" || fail "rank 2's Python line is not named"
+grep -q '4 of 4 node(s) answered' "$work/py.err" || fail "not every node answered (Python job)"
+scancel --quiet "$job" 2>/dev/null || true
+
 # A job that is not running.
 if "$build/bin/hangtrace" srun-dump 999999 --out "$work/dump3" 2> "$work/report3.err"; then
   fail "srun-dump of an unknown job succeeded"
