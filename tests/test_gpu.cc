@@ -144,6 +144,21 @@ TEST(Gpu, NcclLoadedRtldLocalIsStillTraced) {
   EXPECT_EQ(s.process.rank_source, uint8_t(fmt::RankSource::kNccl));
 }
 
+TEST(Gpu, NcclAndCudaDlopenedFromPythonAreTraced) {
+  // What `import torch` does: the libraries arrive by dlopen(RTLD_LOCAL)
+  // after start-up, and their functions are reached through dlsym (ctypes).
+  TempDir dir;
+  ProgramResult r = RunGpu(dir, {"/usr/bin/python3", HT_SOURCE_DIR "/tests/python/nccl_ctypes.py"}, 30,
+                           {{"LD_LIBRARY_PATH", HT_FAKES_DIR}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  TraceSnapshot s = OnlyFile(dir);
+  auto n = Begins(s);
+  EXPECT_EQ(n["ncclCommInitRank"], 1);
+  EXPECT_EQ(n["ncclAllReduce"], 1);
+  EXPECT_EQ(n["cudaStreamSynchronize"], 1);
+  EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kComplete), 1u) << "the all-reduce's device completion";
+}
+
 TEST(Gpu, NcclCommunicatorsGroupsAndCompletion) {
   TempDir dir;
   ProgramResult r = RunNccl(dir, "none", -1, 60);
