@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Golden reports (uftrace style): for each line of tests/golden/cases.txt,
+# simulate the job, analyze it, and compare the whole text report with
+# tests/golden/NAME.txt, so that any change of wording or of a diagnosis is
+# seen. UPDATE=1 rewrites the expected files instead.
+#   tests/check_golden.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+here=$(cd "$(dirname "$0")/golden" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+while IFS='|' read -r name args; do
+  name=$(echo "$name" | xargs)
+  [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
+  # shellcheck disable=SC2086
+  "$build/bin/hangtrace" simulate $args --out "$work/$name" > /dev/null 2>&1
+  "$build/bin/hangtrace" analyze "$work/$name/sim" > "$work/$name.txt" 2>&1 || true
+  if [ -n "${UPDATE:-}" ]; then
+    cp "$work/$name.txt" "$here/$name.txt"
+    echo "updated $name"
+  elif ! diff -u "$here/$name.txt" "$work/$name.txt"; then
+    echo "FAIL: $name: the report differs from tests/golden/$name.txt (UPDATE=1 $0 $1 if the change is meant)"
+    failed=1
+  else
+    echo "ok $name"
+  fi
+done < "$here/cases.txt"
+exit $failed
