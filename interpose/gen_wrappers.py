@@ -51,7 +51,7 @@ KIND_FLAGS = {
     "free": ["kCallCollective", "kCallBlocking"],
     "setname": [],
     "init": ["kCallBlocking"],
-    "finalize": ["kCallBlocking"],
+    "finalize": ["kCallBlocking", "kCallFinalize"],
     "abort": [],
 }
 

@@ -359,7 +359,7 @@ uint16_t CommIndex(MPI_Comm comm) {
     NewComm n;
     std::vector<int32_t> members;
     if (comm == g_ompi.world) {
-      n.id = kWorldCommId;
+      n.id = fmt::kWorldCommId;
       n.label = "world";
       n.world = true;
     } else if (comm == g_ompi.self) {

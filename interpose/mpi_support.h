@@ -4,7 +4,7 @@
 //
 // Communicator ids are computed locally, with no communication, and agree on
 // every member (ARCHITECTURE principle 3):
-//   MPI_COMM_WORLD  kWorldCommId
+//   MPI_COMM_WORLD  fmt::kWorldCommId
 //   MPI_COMM_SELF   H("self", world rank)
 //   derived         H(parent id, creating call, color, parent's creation
 //                     counter, members' world ranks)
@@ -24,7 +24,6 @@
 
 namespace hangtrace::mpi {
 
-inline constexpr uint64_t kWorldCommId = 0x574f524c44000001ull;  // "WORLD"..1
 
 // Whether the MPI library in the process is the one hangtrace was built for.
 // Decided at the first MPI call, not at load: mpi4py, torch and any plugin

@@ -9,6 +9,10 @@
 
 namespace hangtrace {
 
+enum class Verdict : uint8_t { kNoHang, kHang, kDeadlock, kMismatch, kCrash };
+// "no-hang", "hang", "deadlock", "mismatch", "crash": the JSON contract's names.
+const char* VerdictName(Verdict v);
+
 // Ranks in the same state and the same call (comm, seq).
 struct Group {
   RankSet ranks;
@@ -38,7 +42,8 @@ struct Mismatch {
 struct Diagnosis {
   int32_t world_size = 0;
   RankSet with_trace, missing;
-  std::string verdict;   // hang, deadlock, mismatch, crash, no-hang
+  Verdict verdict = Verdict::kNoHang;
+  bool below = false;    // ranks all in one call that does not complete: below MPI
   std::string summary;
   std::vector<Culprit> culprits;
   std::vector<Group> groups;          // biggest first

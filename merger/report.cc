@@ -55,7 +55,7 @@ nlohmann::json FrameJson(const Frame& f) {
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
   // The first lines: verdict, culprits, coverage.
-  out += "hangtrace: " + Upper(d.verdict) + ": " + d.summary + "\n";
+  out += "hangtrace: " + Upper(VerdictName(d.verdict)) + ": " + d.summary + "\n";
   for (size_t i = 0; i < d.culprits.size() && i < 3; ++i) {
     const Culprit& c = d.culprits[i];
     out += "  culprit rank " + std::to_string(c.rank) + (c.host.empty() ? "" : " (" + c.host + ", pid " + std::to_string(c.pid) + ")") +
@@ -159,7 +159,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["world_size"] = d.world_size;
   j["ranks_with_trace"] = d.with_trace.ToString();
   j["ranks_missing"] = d.missing.ToString();
-  j["verdict"] = d.verdict;
+  j["verdict"] = VerdictName(d.verdict);
   j["summary"] = d.summary;
   j["culprits"] = json::array();
   for (const Culprit& c : d.culprits) j["culprits"].push_back({{"rank", c.rank}, {"host", c.host}, {"pid", c.pid}, {"why", c.why}});

@@ -444,7 +444,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     for (int k = 0; k < 4; ++k) {
       FileSpec::Comm cm;
       std::string label = topo.Label(kinds[k], r);
-      cm.entry.id = k == 0 ? 0x574f524c44000001ull : Mix(std::hash<std::string>{}(label));
+      cm.entry.id = k == 0 ? fmt::kWorldCommId : Mix(std::hash<std::string>{}(label));
       cm.entry.kind = uint8_t(fmt::CommKind::kMpi);
       cm.entry.size = topo.CommSize(kinds[k]);
       cm.entry.my_index = topo.CommRank(kinds[k], r);

@@ -180,6 +180,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       fmt::CallInfo ci;
       memcpy(&ci, base + size_t(i) * h.sections[fmt::kSecCalls].entry_size, sizeof(ci));
       s.calls.push_back({BoundedString(ci.name, sizeof(ci.name)), fmt::Api(ci.api), fmt::Op(ci.op), ci.flags});
+      // Files written before kCallFinalize existed: the one call it marks.
+      if (s.calls.back().api == fmt::Api::kMpi && s.calls.back().name == "MPI_Finalize") {
+        s.calls.back().flags |= fmt::kCallFinalize;
+      }
     }
   }
 

@@ -117,7 +117,7 @@ TEST_P(TrainerFaults, EndsAsTheTruthSaysAndTheAnalyzerAgrees) {
 
   Job job = LoadJob({dir.path()});
   Diagnosis d = Diagnose(job);
-  EXPECT_EQ(d.verdict, verdict) << d.summary;
+  EXPECT_EQ(VerdictName(d.verdict), verdict) << d.summary;
   std::set<int32_t> want(truth["culprits"].begin(), truth["culprits"].end()), got;
   for (const Culprit& k : d.culprits) got.insert(k.rank);
   EXPECT_EQ(got, want) << d.summary;

@@ -106,6 +106,8 @@ enum CallFlags : uint8_t {
   kCallNonblocking = 1u << 3, // BEGIN at post; END at the completion
   kCallCompletion = 1u << 4,  // Wait/Test: retires requests
   kCallBlocking = 1u << 5,    // may block the host thread
+  kCallFinalize = 1u << 6,    // ends the library (MPI_Finalize): collective
+                              // over every rank still running
 };
 
 // Record::kind.
@@ -452,6 +454,10 @@ inline uint32_t Ticket(uint64_t index) {
   uint32_t t = uint32_t(index + 1);
   return t ? t : 1;
 }
+
+// The global id of MPI_COMM_WORLD ("WORLD" ... 1): the same on every rank
+// of every job, with no communication.
+inline constexpr uint64_t kWorldCommId = 0x574f524c44000001ull;
 
 inline constexpr uint16_t kNoComm = 0xffff;
 inline constexpr uint16_t kNoCall = 0xffff;

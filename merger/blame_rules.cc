@@ -1,0 +1,237 @@
+// The blame rules: each explains one kind of component of the wait-for
+// graph (a sink: a set of classes that waits for nothing outside itself) and
+// names its culprits. ApplyBlameRules (diagnose.cc) gives each sink to the
+// first rule that applies. docs/ANALYSIS.md describes them in this order.
+#include <algorithm>
+#include <map>
+
+#include "merger/diagnose_stages.h"
+
+namespace hangtrace::diagnose {
+namespace {
+
+bool InCall(const Group& g) { return g.state == RankState::kInCall; }
+
+// A call that waits for no other rank: a kernel its device never finished,
+// or a host call (a stream sync, a user region) that does not return.
+bool WaitsForNoRank(const CallPoint& c) {
+  return !IsCollective(c) && !IsP2p(c) && c.op != fmt::Op::kWait && c.op != fmt::Op::kProbe &&
+         c.op != fmt::Op::kCommMgmt;
+}
+
+const Group& OnlyClass(const BlameContext& ctx, int comp) {
+  return ctx.classes.groups[size_t(ctx.comps.members[size_t(comp)][0])];
+}
+
+// --- waits for nobody ----------------------------------------------------------------------------
+// A class of ranks outside any call (missing, crashed, gone, exited, stopped,
+// computing) that others wait for: each waited-for rank is a culprit, with
+// the reason its state gives.
+
+bool WaitsForNobodyApplies(const BlameContext& ctx, int comp) {
+  return !ctx.comps.cyclic[size_t(comp)] && !InCall(OnlyClass(ctx, comp));
+}
+
+void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
+  for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
+    if (!ctx.graph.waited.Contains(r)) continue;
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    std::string why;
+    switch (v.state) {
+      case RankState::kMissing:
+        why = "has no trace file (never started, or its node is gone); " + ctx.NeverEntered(r);
+        ctx.found.missing_blamed = true;
+        break;
+      case RankState::kCrashed:
+        why = "crashed with " + SignalName(v.signal) + "; " + ctx.NeverEntered(r);
+        ctx.found.crash = true;
+        break;
+      case RankState::kGone:
+        why = "died without an exit record (killed?); " + ctx.NeverEntered(r);
+        ctx.found.crash = true;
+        break;
+      case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + ctx.NeverEntered(r); break;
+      case RankState::kStopped:
+        why = "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +
+              " s while the others' kept beating (SIGSTOP, or wedged)" +
+              (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : std::string()) + "; " +
+              ctx.NeverEntered(r);
+        break;
+      default:
+        why = ctx.NeverEntered(r) + "; not in any traced call" +
+              (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : std::string());
+    }
+    ctx.Blame(r, why);
+  }
+}
+
+// --- a call that waits for no rank ---------------------------------------------------------------
+// Waited for, and inside something that waits for no rank: a kernel its
+// device never finished, or a host call that does not return.
+
+bool NoRankCallApplies(const BlameContext& ctx, int comp) {
+  const Group& k = OnlyClass(ctx, comp);
+  return !ctx.comps.cyclic[size_t(comp)] && InCall(k) && WaitsForNoRank(k.call);
+}
+
+void NoRankCallBlame(BlameContext& ctx, int comp) {
+  for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
+    if (!ctx.graph.waited.Contains(r)) continue;
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    CallPoint call = v.current;
+    call.on_device = false;
+    ctx.Blame(r, ctx.NeverEntered(r) + (v.current.on_device ? "; its device never finished " : "; blocked in ") +
+                     DescribeCall(ctx.job, call) + ", which waits for no rank");
+  }
+}
+
+// --- everyone entered ----------------------------------------------------------------------------
+// Every rank the class waits for is in the call with it, yet it does not
+// complete: the members disagree on its arguments (the odd ones are the
+// culprits), a member stopped inside it, or it is stuck below MPI.
+
+bool EveryoneEnteredApplies(const BlameContext& ctx, int comp) {
+  if (ctx.comps.cyclic[size_t(comp)]) return false;
+  bool has_waiter = false;
+  for (int g : ctx.comps.members[size_t(comp)]) has_waiter |= InCall(ctx.classes.groups[size_t(g)]);
+  return has_waiter;
+}
+
+void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
+  const Group& k = OnlyClass(ctx, comp);
+  bool explained = false;
+  for (const Mismatch& m : ctx.mismatches) {
+    if (m.comm == k.call.comm && m.seq == k.call.seq) {
+      for (int32_t r : m.odd.Ranks()) ctx.Blame(r, MismatchWhy(ctx.job, m, r));
+      explained = ctx.found.mismatch_hang = true;
+    }
+  }
+  // A member that entered and then stopped (SIGSTOP inside the call).
+  if (!explained) {
+    for (int32_t r : ctx.job.Members(k.call.comm)) {
+      const RankView& v = ctx.job.ranks[size_t(r)];
+      if (v.state != RankState::kStopped) continue;
+      ctx.Blame(r, "is stopped inside " + DescribeCall(ctx.job, v.current) + ": its runtime has been silent for " +
+                       std::to_string(int(v.silent_s)) + " s while the others' kept beating (SIGSTOP, or wedged)");
+      explained = true;
+    }
+  }
+  if (!explained) ctx.found.below = true;
+}
+
+// --- a cycle of point-to-point waits --------------------------------------------------------------
+// Every class of the cycle waits in a point-to-point call (or a completion
+// of one): a deadlock. The cycle is walked rank by rank from the lowest.
+
+bool P2pCycleApplies(const BlameContext& ctx, int comp) {
+  if (!ctx.comps.cyclic[size_t(comp)]) return false;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    const Group& k = ctx.classes.groups[size_t(g)];
+    if (!InCall(k) || IsCollective(k.call)) return false;
+  }
+  return true;
+}
+
+void P2pCycleBlame(BlameContext& ctx, int comp) {
+  ctx.found.deadlock = true;
+  RankSet in_scc;
+  for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  std::vector<int32_t> path;
+  std::map<int32_t, size_t> at;
+  int32_t r = in_scc.First();
+  while (r >= 0 && !at.count(r)) {
+    at[r] = path.size();
+    path.push_back(r);
+    int32_t next = -1;
+    for (int32_t x : ctx.graph.rank_targets[size_t(r)].Ranks()) {
+      if (in_scc.Contains(x)) {
+        next = x;
+        break;
+      }
+    }
+    r = next;
+  }
+  std::vector<std::string> cycle;
+  for (size_t i = r >= 0 ? at[r] : 0; i < path.size(); ++i) {
+    const RankView& v = ctx.job.ranks[size_t(path[i])];
+    int32_t to = path[(i + 1 < path.size()) ? i + 1 : (r >= 0 ? at[r] : 0)];
+    std::string what = v.current.op == fmt::Op::kRecv ? "recv from " : v.current.op == fmt::Op::kSend ? "send to " : "waits for ";
+    cycle.push_back(std::to_string(v.rank) + " " + what + std::to_string(to) +
+                    (v.current.comm >= 0 ? " on " + ctx.job.comms[size_t(v.current.comm)].label : "") + " (" +
+                    ctx.job.names[v.current.name] + ")");
+    ctx.Blame(v.rank, "in a cycle of point-to-point waits: " + DescribeCall(ctx.job, v.current) + " waits for rank " +
+                          std::to_string(to) + ", which waits too");
+  }
+  ctx.cycles->push_back(cycle);
+}
+
+// --- collectives in a cycle -----------------------------------------------------------------------
+// Ranks disagree on the order of collectives (the seed's hang: a root
+// skipped a broadcast and went on). The evidence against each rank of the
+// cycle is weighed; the highest scores are the culprits.
+
+bool CollectiveOrderApplies(const BlameContext& ctx, int comp) { return ctx.comps.cyclic[size_t(comp)]; }
+
+void CollectiveOrderBlame(BlameContext& ctx, int comp) {
+  const Job& job = ctx.job;
+  RankSet in_scc;
+  for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  std::map<int32_t, int> score;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    const Group& k = ctx.classes.groups[size_t(g)];
+    if (!InCall(k)) continue;
+    // 1. The call its class-mates came from: a rank that arrived from
+    //    another call took another path.
+    auto origin = [&](int32_t r) {
+      const CallPoint& p = job.ranks[size_t(r)].previous;
+      return std::pair<uint16_t, std::string>{p.name, p.comm >= 0 ? job.comms[size_t(p.comm)].family : ""};
+    };
+    std::map<std::pair<uint16_t, std::string>, int> prev;
+    for (int32_t r : k.ranks.Ranks()) prev[origin(r)]++;
+    auto majority = std::max_element(prev.begin(), prev.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    if (prev.size() > 1 && majority->second * 2 > int(k.ranks.Count())) {
+      for (int32_t r : k.ranks.Ranks()) {
+        if (origin(r) != majority->first) score[r] += 2;
+      }
+    }
+    if (!IsCollective(k.call)) continue;
+    // 2. A rooted collective cannot finish without its root; only a root
+    //    that never entered it (one that did its part, an eager broadcast
+    //    send, and went on is not what the call waits for).
+    if (k.call.call_flags & fmt::kCallRooted) {
+      int32_t root = job.CommByRank(k.call.comm, k.call.peer);
+      if (root >= 0 && !k.ranks.Contains(root) && in_scc.Contains(root) &&
+          job.ranks[size_t(root)].Entered(k.call.comm) < k.call.seq) {
+        score[root] += 2;
+      }
+    }
+    // 3. The few members missing from a call most members are in.
+    if (k.waiting_for.Count() < k.ranks.Count()) {
+      for (int32_t r : k.waiting_for.Ranks()) {
+        if (in_scc.Contains(r)) score[r] += 1;
+      }
+    }
+  }
+  int best = 0;
+  for (const auto& [r, sc] : score) best = std::max(best, sc);
+  for (const auto& [r, sc] : score) {
+    if (sc != best || best == 0) continue;
+    ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(job, job.ranks[size_t(r)].current));
+  }
+}
+
+}  // namespace
+
+const BlameRule kBlameRules[] = {
+    {"waits-for-nobody", "a sink class outside any call that others wait for", WaitsForNobodyApplies,
+     WaitsForNobodyBlame},
+    {"no-rank-call", "a sink class inside a call that waits for no rank (a kernel, a host call)", NoRankCallApplies,
+     NoRankCallBlame},
+    {"everyone-entered", "a sink class whose peers are all in the call with it", EveryoneEnteredApplies,
+     EveryoneEnteredBlame},
+    {"p2p-cycle", "a cycle of point-to-point waits", P2pCycleApplies, P2pCycleBlame},
+    {"collective-order", "a cycle through collectives", CollectiveOrderApplies, CollectiveOrderBlame},
+};
+const size_t kNumBlameRules = sizeof(kBlameRules) / sizeof(kBlameRules[0]);
+
+}  // namespace hangtrace::diagnose

@@ -1,0 +1,107 @@
+// The stages of the diagnosis, in order (docs/ANALYSIS.md follows them one
+// to one). Diagnose() (diagnose.cc) runs them; each is a function of its own
+// so that it can be read, and tested, alone:
+//
+//   Classify        ranks -> classes (same state, call, comm, seq [, peer])
+//   FindProgress    two snapshots -> the ranks that moved
+//   BuildWaitGraph  who each class waits for; edges between classes
+//   FindComponents  strongly connected components: sinks and cycles
+//   FindMismatches  collectives whose members passed different arguments
+//   ApplyBlameRules the culprits, one named rule per kind of component
+//                   (blame_rules.cc, table kBlameRules)
+//   DecideVerdict   hang, deadlock, mismatch, crash or no-hang
+//   Summarize       the one sentence
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "merger/diagnose.h"
+
+namespace hangtrace::diagnose {
+
+struct Classes {
+  std::vector<Group> groups;     // in rank order of first appearance
+  std::vector<int32_t> class_of; // world rank -> index in groups
+};
+Classes Classify(const Job& job);
+
+// The ranks whose position moved between `earlier` and `job`.
+RankSet FindProgress(const Job& job, const Job& earlier);
+
+// Who each rank in a call waits for (world ranks; missing ones count).
+RankSet WaitsFor(const Job& job, const RankView& v);
+
+struct WaitGraph {
+  std::vector<RankSet> rank_targets;      // point-to-point and other per-rank waits
+  std::vector<std::set<int32_t>> edges;   // class -> classes it waits for
+  RankSet waited;                         // every rank some rank waits for
+};
+// Fills groups[].waiting_for too.
+WaitGraph BuildWaitGraph(const Job& job, Classes* classes);
+
+struct Components {
+  std::vector<int> of;                    // class -> component
+  std::vector<std::vector<int>> members;  // component -> classes
+  std::vector<bool> sink;                 // waits for no class outside it (missing ranks aside)
+  std::vector<bool> cyclic;               // has a cycle (a class waiting for itself included)
+};
+Components FindComponents(const WaitGraph& graph, const std::vector<Group>& groups);
+
+std::vector<Mismatch> FindMismatches(const Job& job);
+
+// What the blame rules found, for the verdict.
+struct Findings {
+  bool deadlock = false;        // a cycle of point-to-point waits
+  bool mismatch_hang = false;   // a call everyone entered, explained by a mismatch
+  bool crash = false;           // a culprit crashed or died
+  bool below = false;           // a call everyone entered that does not complete
+  bool missing_blamed = false;  // a culprit has no trace file
+};
+
+// Everything a blame rule reads and writes.
+struct BlameContext {
+  const Job& job;
+  const Classes& classes;
+  const WaitGraph& graph;
+  const Components& comps;
+  const std::vector<Mismatch>& mismatches;
+  std::vector<std::vector<std::string>>* cycles;
+  std::map<int32_t, Culprit> culprits;
+  Findings found;
+  // Names `rank` a culprit (once; the first reason stays).
+  void Blame(int32_t rank, const std::string& why);
+  // "never entered MPI_Bcast #4 on pp1": what the biggest class waiting
+  // for `rank` is in.
+  std::string NeverEntered(int32_t rank) const;
+};
+
+// One rule: which components it explains and how. The first rule whose
+// `applies` holds for a sink or cyclic component blames its culprits.
+struct BlameRule {
+  const char* name;   // as in docs/ANALYSIS.md
+  const char* when;   // one line: the components it is for
+  bool (*applies)(const BlameContext&, int component);
+  void (*blame)(BlameContext&, int component);
+};
+extern const BlameRule kBlameRules[];
+extern const size_t kNumBlameRules;
+
+void ApplyBlameRules(BlameContext* ctx);
+
+Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx);
+std::string Summarize(const Job& job, const Diagnosis& d);
+
+// "passes count 128 to MPI_Allreduce #33 on tp0 where the other members
+// pass 256": why an odd rank of a mismatch is a culprit.
+std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank);
+// " at train_step (pretrain.py:212)", or "" without a Python frame.
+std::string WhereInProgram(const Job& job, int64_t frame);
+std::string SignalName(int sig);
+
+inline bool IsP2p(const CallPoint& c) { return c.call_flags & fmt::kCallP2p; }
+inline bool IsCollective(const CallPoint& c) { return c.call_flags & fmt::kCallCollective; }
+
+}  // namespace hangtrace::diagnose

@@ -1,0 +1,214 @@
+// The stages of the diagnosis, each on a job built by hand (no files): the
+// classes, the wait-for graph (MPI_Finalize by its call flag, not its name),
+// the components, each blame rule on the case it is for, the verdict names.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "merger/diagnose_stages.h"
+
+namespace hangtrace {
+namespace {
+
+using namespace diagnose;
+
+// A job of `n` ranks with a world communicator (index 0), every rank
+// computing, until a test places them.
+struct JobBuilder {
+  Job job;
+  explicit JobBuilder(int n) {
+    job.world_size = n;
+    GlobalComm world;
+    world.id = fmt::kWorldCommId;
+    world.label = "world";
+    world.size = n;
+    world.world = true;
+    job.comms.push_back(world);
+    job.comm_index[world.id] = 0;
+    for (int r = 0; r < n; ++r) {
+      RankView v;
+      v.rank = r;
+      v.host = "h";
+      v.state = RankState::kCompute;
+      job.ranks.push_back(v);
+    }
+  }
+  CallPoint Call(const std::string& name, fmt::Op op, uint8_t flags, int32_t comm, uint64_t seq, int32_t peer = -1) {
+    CallPoint c;
+    c.valid = true;
+    c.name = job.Intern(name);
+    c.op = op;
+    c.call_flags = flags;
+    c.comm = comm;
+    c.seq = seq;
+    c.peer = peer;
+    return c;
+  }
+  // Rank r is in collective `name` #seq on world (and entered it).
+  void InColl(int32_t r, const std::string& name, uint64_t seq) {
+    RankView& v = job.ranks[size_t(r)];
+    v.state = RankState::kInCall;
+    v.current = Call(name, fmt::Op::kAllreduce, fmt::kCallCollective | fmt::kCallBlocking, 0, seq);
+    SetEntered(r, 0, seq);
+  }
+  void InRecv(int32_t r, int32_t from) {
+    RankView& v = job.ranks[size_t(r)];
+    v.state = RankState::kInCall;
+    v.current = Call("MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking, 0, 1, from);
+  }
+  void SetEntered(int32_t r, int32_t comm, uint64_t n) {
+    for (auto& [c, k] : job.ranks[size_t(r)].entered) {
+      if (c == comm) {
+        k = n;
+        return;
+      }
+    }
+    job.ranks[size_t(r)].entered.push_back({comm, n});
+  }
+  Diagnosis Run() { return Diagnose(job); }
+};
+
+TEST(Stages, VerdictNamesAreTheContractsWords) {
+  EXPECT_STREQ(VerdictName(Verdict::kNoHang), "no-hang");
+  EXPECT_STREQ(VerdictName(Verdict::kHang), "hang");
+  EXPECT_STREQ(VerdictName(Verdict::kDeadlock), "deadlock");
+  EXPECT_STREQ(VerdictName(Verdict::kMismatch), "mismatch");
+  EXPECT_STREQ(VerdictName(Verdict::kCrash), "crash");
+}
+
+TEST(Stages, ClassifyGroupsByStateCallCommAndSequence) {
+  JobBuilder b(5);
+  b.InColl(0, "MPI_Allreduce", 3);
+  b.InColl(1, "MPI_Allreduce", 3);
+  b.InColl(2, "MPI_Allreduce", 4);
+  b.InRecv(3, 0);
+  Classes c = Classify(b.job);
+  ASSERT_EQ(c.groups.size(), 4u);  // #3, #4, the receive, computing
+  EXPECT_EQ(c.class_of[0], c.class_of[1]);
+  EXPECT_NE(c.class_of[0], c.class_of[2]);
+  EXPECT_EQ(c.groups[size_t(c.class_of[0])].ranks.ToString(), "0-1");
+  EXPECT_EQ(c.groups[size_t(c.class_of[4])].state, RankState::kCompute);
+}
+
+TEST(Stages, AFinalizeWaitsForEveryRankNotInItByItsFlag) {
+  JobBuilder b(3);
+  RankView& v = b.job.ranks[0];
+  v.state = RankState::kInCall;
+  // Named otherwise: the rule reads the flag, never the name.
+  v.current = b.Call("PMPI_Finalize_by_another_name", fmt::Op::kCommMgmt, fmt::kCallBlocking | fmt::kCallFinalize, -1, 0);
+  b.job.ranks[2].state = RankState::kExited;
+  EXPECT_EQ(WaitsFor(b.job, v).ToString(), "1");  // 1 computes; 2 exited
+  v.current.call_flags = fmt::kCallBlocking;      // without the flag: waits for nobody
+  EXPECT_TRUE(WaitsFor(b.job, v).Empty());
+}
+
+TEST(Stages, ACollectiveWaitsForTheMembersBehindIt) {
+  JobBuilder b(4);
+  for (int r : {0, 1, 2}) b.InColl(r, "MPI_Allreduce", 5);
+  b.SetEntered(3, 0, 4);
+  EXPECT_EQ(WaitsFor(b.job, b.job.ranks[0]).ToString(), "3");
+}
+
+TEST(Stages, ComponentsFindCyclesAndSinks) {
+  JobBuilder b(3);
+  b.InRecv(0, 1);
+  b.InRecv(1, 0);
+  Classes c = Classify(b.job);
+  WaitGraph g = BuildWaitGraph(b.job, &c);
+  Components comps = FindComponents(g, c.groups);
+  const int a = comps.of[size_t(c.class_of[0])], z = comps.of[size_t(c.class_of[1])];
+  EXPECT_EQ(a, z);
+  EXPECT_TRUE(comps.cyclic[size_t(a)]);
+  EXPECT_TRUE(comps.sink[size_t(a)]);
+  EXPECT_FALSE(comps.cyclic[size_t(comps.of[size_t(c.class_of[2])])]);
+}
+
+// Each rule, on the case it is for: the rule that blames, by name.
+std::string RuleFor(Job& job, int32_t rank_in_component) {
+  Classes c = Classify(job);
+  WaitGraph g = BuildWaitGraph(job, &c);
+  Components comps = FindComponents(g, c.groups);
+  std::vector<Mismatch> mm = FindMismatches(job);
+  std::vector<std::vector<std::string>> cycles;
+  BlameContext ctx{job, c, g, comps, mm, &cycles, {}, {}};
+  int comp = comps.of[size_t(c.class_of[size_t(rank_in_component)])];
+  for (size_t r = 0; r < kNumBlameRules; ++r) {
+    if (kBlameRules[r].applies(ctx, comp)) return kBlameRules[r].name;
+  }
+  return "";
+}
+
+TEST(Stages, EachRuleTakesItsCase) {
+  {
+    JobBuilder b(3);  // 0, 1 in #2; 2 computes: waited for, waits for nobody
+    b.InColl(0, "MPI_Allreduce", 2);
+    b.InColl(1, "MPI_Allreduce", 2);
+    b.SetEntered(2, 0, 1);
+    EXPECT_EQ(RuleFor(b.job, 2), "waits-for-nobody");
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kHang);
+    ASSERT_EQ(d.culprits.size(), 1u);
+    EXPECT_EQ(d.culprits[0].rank, 2);
+    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce #2 on world"), std::string::npos) << d.culprits[0].why;
+  }
+  {
+    JobBuilder b(2);  // 1 is in a kernel that never finishes
+    b.InColl(0, "ncclAllReduce", 2);
+    b.SetEntered(1, 0, 1);
+    RankView& v = b.job.ranks[1];
+    v.state = RankState::kInCall;
+    v.current = b.Call("cudaLaunchKernel", fmt::Op::kKernel, 0, -1, 0);
+    EXPECT_EQ(RuleFor(b.job, 1), "no-rank-call");
+  }
+  {
+    JobBuilder b(2);  // both entered #4, it does not complete: below MPI
+    b.InColl(0, "MPI_Allreduce", 4);
+    b.InColl(1, "MPI_Allreduce", 4);
+    EXPECT_EQ(RuleFor(b.job, 0), "everyone-entered");
+    Diagnosis d = b.Run();
+    EXPECT_TRUE(d.below);
+    EXPECT_TRUE(d.culprits.empty());
+    EXPECT_NE(d.summary.find("below MPI"), std::string::npos) << d.summary;
+  }
+  {
+    JobBuilder b(2);  // each receives from the other
+    b.InRecv(0, 1);
+    b.InRecv(1, 0);
+    EXPECT_EQ(RuleFor(b.job, 0), "p2p-cycle");
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kDeadlock);
+    ASSERT_EQ(d.cycles.size(), 1u);
+    EXPECT_EQ(d.cycles[0].size(), 2u);
+  }
+  {
+    JobBuilder b(2);  // 0 in world #2 while 1 receives from 0: a cycle through a collective
+    b.InColl(0, "MPI_Allreduce", 2);
+    b.InRecv(1, 0);
+    b.SetEntered(1, 0, 1);
+    EXPECT_EQ(RuleFor(b.job, 0), "collective-order");
+  }
+}
+
+TEST(Stages, DocsDescribeEveryRuleInTableOrder) {
+  // docs/ANALYSIS.md has one "#### rule `NAME`" section per rule, in the
+  // order of kBlameRules: a rule added here must be explained there.
+  std::ifstream in(HT_SOURCE_DIR "/docs/ANALYSIS.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  size_t at = 0;
+  for (size_t i = 0; i < kNumBlameRules; ++i) {
+    size_t found = text.find(std::string("#### rule `") + kBlameRules[i].name + "`");
+    ASSERT_NE(found, std::string::npos) << "docs/ANALYSIS.md does not explain rule " << kBlameRules[i].name;
+    EXPECT_GT(found, at) << kBlameRules[i].name << " is out of order in docs/ANALYSIS.md";
+    at = found;
+  }
+  size_t sections = 0;
+  for (size_t p = 0; (p = text.find("#### rule `", p)) != std::string::npos; ++p) ++sections;
+  EXPECT_EQ(sections, kNumBlameRules) << "docs/ANALYSIS.md explains a rule the code does not have";
+}
+
+}  // namespace
+}  // namespace hangtrace
