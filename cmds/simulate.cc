@@ -15,16 +15,9 @@ int SimulateCommand(int argc, char** argv) {
       "Write the trace files a TP x PP x DP training job would leave (real format, one per rank)\n"
       "with a fault from the trainer's catalogue at a rank and step, and its ground truth. Used to\n"
       "test and benchmark `hangtrace analyze` at any scale.\n\n"
-      "faults (--fault KIND@rank=R[,step=S][,factor=F], repeatable):\n"
-      "  seed-hang     a last-stage rank never broadcasts the loss to its pipeline group\n"
-      "  stop          the rank blocks forever before a TP all-reduce\n"
-      "  crash         the rank aborts mid-step (SIGABRT)\n"
-      "  swap          the rank does the done all-reduce before the loss broadcast\n"
-      "  count, dtype  the rank passes another count / datatype to a TP all-reduce\n"
-      "  root          the rank passes another root to the loss broadcast\n"
-      "  p2p-deadlock  the rank and its next pipeline stage both send first (MPI_Ssend)\n"
-      "  straggler     the rank is F times slower (factor=F) but finishes: not a hang\n\n"
-      "examples:\n"
+      "faults (--fault KIND@rank=R[,step=S][,factor=F], repeatable; the trainer's catalogue):\n" +
+          trainer::FaultHelp() +
+          "\nexamples:\n"
       "  hangtrace simulate --tp 2 --pp 2 --dp 2 --fault seed-hang@rank=3,step=2 --out /tmp/sim\n"
       "  hangtrace analyze /tmp/sim/sim\n"
       "  hangtrace simulate --tp 8 --pp 16 --dp 128 --records 2000 --out /tmp/big   # 16384 ranks\n",
@@ -47,9 +40,9 @@ int SimulateCommand(int argc, char** argv) {
   app.add_option("--threads", c.threads, "writer threads (default: all cores)");
   CLI11_PARSE(app, argc, argv);
   for (const std::string& f : faults) {
-    SimFault fault;
+    trainer::Fault fault;
     std::string err;
-    if (!ParseFault(f, &fault, &err)) {
+    if (!trainer::ParseFault(f, &fault, &err)) {
       fprintf(stderr, "hangtrace simulate: %s\n", err.c_str());
       return 2;
     }

@@ -17,56 +17,7 @@
 
 namespace hangtrace {
 
-const char* const kFaultKinds[] = {"seed-hang", "stop", "crash", "swap", "count", "dtype", "root", "p2p-deadlock",
-                                   "straggler", nullptr};
-
-bool ParseFault(const std::string& text, SimFault* out, std::string* error) {
-  *out = SimFault{};
-  size_t at = text.find('@');
-  out->kind = text.substr(0, at);
-  bool known = false;
-  for (const char* const* k = kFaultKinds; *k; ++k) known |= out->kind == *k;
-  if (!known) {
-    *error = "unknown fault '" + out->kind + "' (one of seed-hang, stop, crash, swap, count, dtype, root, p2p-deadlock, straggler)";
-    return false;
-  }
-  if (at == std::string::npos) {
-    *error = "fault '" + text + "' needs @rank=R (e.g. " + out->kind + "@rank=3,step=2)";
-    return false;
-  }
-  std::string rest = text.substr(at + 1);
-  size_t pos = 0;
-  while (pos <= rest.size()) {
-    size_t comma = rest.find(',', pos);
-    std::string kv = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      *error = "expected key=value in fault '" + text + "', got '" + kv + "'";
-      return false;
-    }
-    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    char* end = nullptr;
-    double v = strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end) {
-      *error = "'" + value + "' is not a number in fault '" + text + "'";
-      return false;
-    }
-    if (key == "rank") out->rank = int32_t(v);
-    else if (key == "step") out->step = int32_t(v);
-    else if (key == "factor") out->factor = v;
-    else {
-      *error = "unknown key '" + key + "' in fault '" + text + "' (rank, step, factor)";
-      return false;
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  if (out->rank < 0) {
-    *error = "fault '" + text + "' needs rank=R";
-    return false;
-  }
-  return true;
-}
+using trainer::FaultKind;
 
 namespace {
 
@@ -216,35 +167,35 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   }
   // Faults: validate, and find the step where they strike.
   int fault_step = c.steps;  // no fault: every step completes
-  for (SimFault& f : c.faults) {
+  for (trainer::Fault& f : c.faults) {
     if (f.rank >= topo.world) {
-      *error = f.kind + ": rank " + std::to_string(f.rank) + " is outside the job (" + std::to_string(topo.world) + " ranks)";
+      *error = std::string(f.name()) + ": rank " + std::to_string(f.rank) + " is outside the job (" + std::to_string(topo.world) + " ranks)";
       return false;
     }
     if (f.step < 0) f.step = c.steps - 1;
     if (f.step >= c.steps) {
-      *error = f.kind + ": step " + std::to_string(f.step) + " is past the last step (" + std::to_string(c.steps - 1) + ")";
+      *error = std::string(f.name()) + ": step " + std::to_string(f.step) + " is past the last step (" + std::to_string(c.steps - 1) + ")";
       return false;
     }
     int stage = topo.P(f.rank);
-    if (f.kind == "seed-hang" && stage != c.pp - 1) {
+    if (f.kind == FaultKind::kSeedHang && stage != c.pp - 1) {
       *error = "seed-hang: rank " + std::to_string(f.rank) + " is not a last pipeline stage, so not the root of a loss broadcast (try rank " +
                std::to_string(topo.Rank(topo.T(f.rank), c.pp - 1, topo.D(f.rank))) + ")";
       return false;
     }
-    if ((f.kind == "root" || f.kind == "p2p-deadlock") && c.pp < 2) {
-      *error = f.kind + " needs a pipeline (pp >= 2)";
+    if ((f.kind == FaultKind::kRoot || f.kind == FaultKind::kP2pDeadlock) && c.pp < 2) {
+      *error = std::string(f.name()) + " needs a pipeline (pp >= 2)";
       return false;
     }
-    if (f.kind == "p2p-deadlock" && stage == c.pp - 1) {
+    if (f.kind == FaultKind::kP2pDeadlock && stage == c.pp - 1) {
       *error = "p2p-deadlock: rank " + std::to_string(f.rank) + " is the last stage; name a rank with a next stage";
       return false;
     }
-    if ((f.kind == "count" || f.kind == "dtype") && c.tp < 2) {
-      *error = f.kind + " needs tensor parallelism (tp >= 2): the mismatch is at a TP all-reduce";
+    if ((f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype) && c.tp < 2) {
+      *error = std::string(f.name()) + " needs tensor parallelism (tp >= 2): the mismatch is at a TP all-reduce";
       return false;
     }
-    if (f.kind != "straggler") fault_step = std::min(fault_step, f.step);
+    if (f.kind != FaultKind::kStraggler) fault_step = std::min(fault_step, f.step);
   }
 
   // Faulty ranks get their own copy of the steps from the faulty one on.
@@ -262,30 +213,30 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     }
     return it->second;
   };
-  for (const SimFault& f : c.faults) {
-    if (f.kind == "straggler") continue;
+  for (const trainer::Fault& f : c.faults) {
+    if (f.kind == FaultKind::kStraggler) continue;
     culprits.Add(f.rank);
     std::vector<Op>& t = tail_of(f.rank);
     const size_t base = size_t(f.step - fault_step) * step_size(f.rank);
     std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
-    if (f.kind == "seed-hang") {
+    if (f.kind == FaultKind::kSeedHang) {
       step.erase(step.begin() + long(FirstOf(step, kPp, kBcast)));
-    } else if (f.kind == "stop") {
+    } else if (f.kind == FaultKind::kStop) {
       halt[size_t(f.rank)] = int64_t(base + FirstOf(step, kTp, kAllreduce));
-    } else if (f.kind == "crash") {
+    } else if (f.kind == FaultKind::kCrash) {
       size_t mid = 0;
       while (mid < step.size() && step[mid].phase == kForward) ++mid;
       halt[size_t(f.rank)] = int64_t(base + mid);
       crashed[size_t(f.rank)] = true;
-    } else if (f.kind == "swap") {
+    } else if (f.kind == FaultKind::kSwap) {
       std::swap(step[step.size() - 2], step[step.size() - 1]);  // the loss bcast and the done all-reduce
-    } else if (f.kind == "count") {
+    } else if (f.kind == FaultKind::kCount) {
       step[FirstOf(step, kTp, kAllreduce)].count = kHidden / 2;
-    } else if (f.kind == "dtype") {
+    } else if (f.kind == FaultKind::kDtype) {
       step[FirstOf(step, kTp, kAllreduce)].dtype = fmt::Dtype::kFloat16;
-    } else if (f.kind == "root") {
+    } else if (f.kind == FaultKind::kRoot) {
       step[FirstOf(step, kPp, kBcast)].peer = 0;
-    } else if (f.kind == "p2p-deadlock") {
+    } else if (f.kind == FaultKind::kP2pDeadlock) {
       // This stage and the next both send first, synchronously.
       int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
       culprits.Add(next);
@@ -460,8 +411,8 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     FileSpec::Thread th;
     th.tid = uint32_t(p.pid);
     const double factor = [&] {
-      for (const SimFault& f : c.faults) {
-        if (f.kind == "straggler" && f.rank == r) return f.factor;
+      for (const trainer::Fault& f : c.faults) {
+        if (f.kind == FaultKind::kStraggler && f.rank == r) return f.factor;
       }
       return 1.0;
     }();
@@ -561,14 +512,10 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   // --- the truth ------------------------------------------------------------------
   std::string verdict = "no-hang";
   std::string fault = "none";
-  for (const SimFault& f : c.faults) {
-    fault = f.kind;
-    if (f.kind == "straggler") continue;
-    verdict = f.kind == "crash" ? "crash"
-              : (f.kind == "count" || f.kind == "dtype" || f.kind == "root") ? "mismatch"
-              : f.kind == "p2p-deadlock"                                      ? "deadlock"
-                                                                              : "hang";
-    break;
+  for (const trainer::Fault& f : c.faults) {
+    fault = f.name();
+    verdict = trainer::Info(f.kind).verdict;
+    if (f.kind != FaultKind::kStraggler) break;
   }
   std::map<std::pair<std::string, std::string>, RankSet> stuck;
   for (int r = 0; r < topo.world; ++r) {

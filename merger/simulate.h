@@ -18,14 +18,9 @@
 #include <string>
 #include <vector>
 
-namespace hangtrace {
+#include "trainer/faults.h"
 
-struct SimFault {
-  std::string kind;    // seed-hang stop crash swap count dtype root p2p-deadlock straggler
-  int32_t rank = -1;
-  int32_t step = -1;   // -1: the last step
-  double factor = 4;   // straggler: how much slower
-};
+namespace hangtrace {
 
 struct SimConfig {
   int tp = 2, pp = 2, dp = 2;
@@ -33,16 +28,12 @@ struct SimConfig {
   int micro = 4;               // micro-batches per step
   int layers = 2;              // layers per pipeline stage
   uint32_t records = 0;        // if set: steps chosen to give about this many records per rank
-  std::vector<SimFault> faults;
+  std::vector<trainer::Fault> faults;  // the trainer's catalogue; step -1: the last step
   std::string out;             // folder; files go to OUT/<job>/
   std::string job = "sim";
   double stuck_s = 300;        // how long the hung ranks have waited at snapshot time
   int threads = 0;             // writer threads (0: all cores)
 };
-
-// Parses "KIND@rank=R,step=S[,factor=F]".
-bool ParseFault(const std::string& text, SimFault* out, std::string* error);
-extern const char* const kFaultKinds[];
 
 struct SimResult {
   nlohmann::json truth;  // schema hangtrace.truth/1

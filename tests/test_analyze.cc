@@ -38,8 +38,8 @@ std::string Name(const Case& c) {
 std::vector<Case> Cases() {
   std::vector<Case> out;
   const int topos[][3] = {{2, 2, 2}, {2, 3, 2}, {4, 2, 2}, {2, 2, 8}};
-  for (const char* const* k = kFaultKinds; *k; ++k) {
-    std::string kind = *k;
+  for (const trainer::FaultInfo& info : trainer::kFaults) {
+    std::string kind = info.name;
     for (const auto& t : topos) {
       int tp = t[0], pp = t[1], dp = t[2], world = tp * pp * dp;
       std::vector<int> eligible;
@@ -84,9 +84,9 @@ TEST_P(Golden, DiagnosisMatchesTheTruth) {
   cfg.steps = 3;
   cfg.out = dir.path();
   cfg.threads = 1;
-  SimFault f;
+  trainer::Fault f;
   std::string err;
-  ASSERT_TRUE(ParseFault(c.fault + "@rank=" + std::to_string(c.rank) + ",step=" + std::to_string(c.step), &f, &err)) << err;
+  ASSERT_TRUE(trainer::ParseFault(c.fault + "@rank=" + std::to_string(c.rank) + ",step=" + std::to_string(c.step), &f, &err)) << err;
   cfg.faults.push_back(f);
   SimResult sim;
   ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
@@ -134,9 +134,9 @@ Job SimulateAndLoad(const TempDir& dir, const std::string& fault, int tp = 2, in
   cfg.dp = dp;
   cfg.out = dir.path();
   if (!fault.empty()) {
-    SimFault f;
+    trainer::Fault f;
     std::string err;
-    EXPECT_TRUE(ParseFault(fault, &f, &err)) << err;
+    EXPECT_TRUE(trainer::ParseFault(fault, &f, &err)) << err;
     cfg.faults.push_back(f);
   }
   SimResult sim;

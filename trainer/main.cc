@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
+#include "trainer/faults.h"
 
 namespace trainer {
 namespace {
@@ -49,12 +50,6 @@ float Uniform(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {  // in [-1, 1)
   uint64_t h = Mix(Mix(Mix(Mix(a) ^ b) ^ c) ^ d);
   return float(double(h >> 11) / double(1ull << 53) * 2.0 - 1.0);
 }
-
-struct Fault {
-  std::string kind;
-  int rank = -1, step = 0;
-  double factor = 4;
-};
 
 struct Config {
   Topology topo;
@@ -101,7 +96,7 @@ class Trainer {
     }
   }
 
-  bool FaultHere(const char* kind, int step) const {
+  bool FaultHere(FaultKind kind, int step) const {
     for (const Fault& f : c_.faults) {
       if (f.kind == kind && f.rank == t_.rank && f.step == step) return true;
     }
@@ -118,13 +113,13 @@ class Trainer {
     saved_.assign(size_t(M), Saved{});
     std::vector<std::vector<float>> outs(static_cast<size_t>(M));  // last stage: outputs
     float loss_sum = 0;
-    const bool deadlock = FaultHere("p2p-deadlock", step);
+    const bool deadlock = FaultHere(FaultKind::kP2pDeadlock, step);
     // The next stage's partner of a p2p-deadlock rank sends first too.
     bool deadlock_partner = false;
     for (const Fault& f : c_.faults) {
       Topology faulty = t_;
       faulty.rank = f.rank;
-      if (f.kind == "p2p-deadlock" && f.step == step && t_.rank == t_.Rank(faulty.T(), faulty.P() + 1, faulty.D())) {
+      if (f.kind == FaultKind::kP2pDeadlock && f.step == step && t_.rank == t_.Rank(faulty.T(), faulty.P() + 1, faulty.D())) {
         deadlock_partner = true;
       }
     }
@@ -179,11 +174,11 @@ class Trainer {
     for (int m = 0; m < warmup; ++m) forward(m);
     for (int m = 0; m < M - warmup; ++m) {
       forward(warmup + m);
-      if (m == 0 && FaultHere("crash", step)) abort();  // mid-step
+      if (m == 0 && FaultHere(FaultKind::kCrash, step)) abort();  // mid-step
       backward(m);
     }
     for (int m = M - warmup; m < M; ++m) backward(m);
-    if (warmup == M && FaultHere("crash", step)) abort();
+    if (warmup == M && FaultHere(FaultKind::kCrash, step)) abort();
 
     // Data-parallel gradient all-reduce (one call for the whole shard).
     std::vector<float> flat;
@@ -211,12 +206,12 @@ class Trainer {
     int done = step + 1 == c_.steps ? 1 : 0;
     auto bcast = [&] {
       int root = P - 1;
-      if (FaultHere("root", step)) root = 0;  // another root than the others
-      if (FaultHere("seed-hang", step)) return;  // the root never broadcasts
+      if (FaultHere(FaultKind::kRoot, step)) root = 0;  // another root than the others
+      if (FaultHere(FaultKind::kSeedHang, step)) return;  // the root never broadcasts
       b_->Bcast(&loss, 1, root, Group::kPp);
     };
     auto exit_check = [&] { b_->AllreduceMax(&done, 1, Group::kWorld); };
-    if (FaultHere("swap", step)) {
+    if (FaultHere(FaultKind::kSwap, step)) {
       exit_check();
       bcast();
     } else {
@@ -260,15 +255,15 @@ class Trainer {
 
   void TpAllreduce(std::vector<float>& v) {
     const bool first_of_step = tp_calls_++ == 0;
-    if (first_of_step && FaultHere("stop", step_)) {
+    if (first_of_step && FaultHere(FaultKind::kStop, step_)) {
       fprintf(stderr, "trainer: rank %d stops before a TP all-reduce (fault stop)\n", t_.rank);
       for (;;) pause();  // blocks forever, outside any MPI call
     }
-    if (first_of_step && FaultHere("count", step_)) {
+    if (first_of_step && FaultHere(FaultKind::kCount, step_)) {
       b_->AllreduceSum(v.data(), v.size() / 2, Group::kTp);  // half the count of the others
       return;
     }
-    if (first_of_step && FaultHere("dtype", step_)) {
+    if (first_of_step && FaultHere(FaultKind::kDtype, step_)) {
       b_->AllreduceSumAsHalf(v.data(), v.size(), Group::kTp);
       return;
     }
@@ -329,7 +324,7 @@ class Trainer {
 
   void Straggle() {
     for (const Fault& f : c_.faults) {
-      if (f.kind == "straggler" && f.rank == t_.rank) {
+      if (f.kind == FaultKind::kStraggler && f.rank == t_.rank) {
         std::this_thread::sleep_for(std::chrono::microseconds(int64_t(200 * (f.factor - 1))));
       }
     }
@@ -353,12 +348,13 @@ nlohmann::json Truth(const Config& c) {
   json truth = {{"schema", "hangtrace.truth/1"}, {"fault", "none"}, {"verdict", "no-hang"},
                 {"culprits", json::array()}, {"stuck", json::array()}};
   for (const Fault& f : c.faults) {
-    truth["fault"] = f.kind;
-    if (f.kind == "straggler") continue;
+    truth["fault"] = f.name();
+    truth["verdict"] = Info(f.kind).verdict;
+    if (f.kind == FaultKind::kStraggler) continue;
     Topology r = t;
     r.rank = f.rank;
     truth["culprits"] = json::array({f.rank});
-    if (f.kind == "swap" && r.P() != t.pp - 1) {
+    if (f.kind == FaultKind::kSwap && r.P() != t.pp - 1) {
       // A receiver of the loss broadcast that swaps it with the done
       // all-reduce does no harm: the root sends its small message eagerly
       // and goes on, so the swapped order completes (seen with Open MPI).
@@ -367,7 +363,7 @@ nlohmann::json Truth(const Config& c) {
       truth["note"] = "swap at a broadcast receiver completes: the root's send is eager";
       break;
     }
-    if (f.kind == "seed-hang" || f.kind == "swap") {
+    if (f.kind == FaultKind::kSeedHang || f.kind == FaultKind::kSwap) {
       // Its pipeline group waits in the broadcast; every other rank in the
       // done all-reduce, the culprit included.
       std::string pp = Label("pp", r.T() + t.tp * r.D()), in_bcast, in_allreduce;
@@ -378,18 +374,14 @@ nlohmann::json Truth(const Config& c) {
         std::string& list = member ? in_bcast : in_allreduce;
         list += (list.empty() ? "" : ",") + std::to_string(q);
       }
-      truth["verdict"] = "hang";
       truth["stuck"] = json::array({{{"ranks", in_bcast}, {"op", "bcast"}, {"comm", pp}},
                                     {{"ranks", in_allreduce}, {"op", "allreduce"}, {"comm", "world"}}});
-    } else if (f.kind == "stop" || f.kind == "crash") {
-      truth["verdict"] = f.kind == "crash" ? "crash" : "hang";
+    } else if (f.kind == FaultKind::kStop || f.kind == FaultKind::kCrash) {
       truth["stuck_complete"] = false;  // where the others end up depends on timing
-    } else if (f.kind == "count" || f.kind == "dtype" || f.kind == "root") {
-      truth["verdict"] = "mismatch";
+    } else if (f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype || f.kind == FaultKind::kRoot) {
       truth["stuck_complete"] = false;  // MPI's behaviour on mismatched arguments is undefined
-    } else if (f.kind == "p2p-deadlock") {
+    } else if (f.kind == FaultKind::kP2pDeadlock) {
       int next = t.Rank(r.T(), r.P() + 1, r.D());
-      truth["verdict"] = "deadlock";
       truth["culprits"] = json::array({f.rank, next});
       truth["stuck_complete"] = false;
     }
@@ -397,38 +389,6 @@ nlohmann::json Truth(const Config& c) {
   }
   truth["topology"] = {{"tp", t.tp}, {"pp", t.pp}, {"dp", t.dp}, {"world", t.World()}};
   return truth;
-}
-
-bool ParseFault(const std::string& text, Fault* f, std::string* err) {
-  size_t at = text.find('@');
-  f->kind = text.substr(0, at);
-  static const char* kinds[] = {"seed-hang", "stop", "crash", "swap", "count", "dtype", "root", "p2p-deadlock", "straggler"};
-  if (std::find(std::begin(kinds), std::end(kinds), f->kind) == std::end(kinds)) {
-    *err = "unknown fault '" + f->kind + "'";
-    return false;
-  }
-  if (at == std::string::npos) {
-    *err = "fault '" + text + "' needs @rank=R,step=S";
-    return false;
-  }
-  std::stringstream ss(text.substr(at + 1));
-  std::string kv;
-  while (std::getline(ss, kv, ',')) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      *err = "expected key=value in '" + text + "'";
-      return false;
-    }
-    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-    if (k == "rank") f->rank = std::stoi(v);
-    else if (k == "step") f->step = std::stoi(v);
-    else if (k == "factor") f->factor = std::stod(v);
-    else {
-      *err = "unknown key '" + k + "' in '" + text + "'";
-      return false;
-    }
-  }
-  return f->rank >= 0 || (*err = "fault '" + text + "' needs rank=R", false);
 }
 
 }  // namespace
@@ -441,16 +401,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "A TP x PP x DP trainer over MPI that trains for real on CPU and can be made to hang the ways\n"
       "large jobs hang. World = tp*pp*dp ranks, Megatron's rank order (TP fastest, then PP, DP).\n\n"
-      "faults (--fault KIND@rank=R,step=S[,factor=F], repeatable):\n"
-      "  seed-hang     the last-stage rank R never broadcasts the loss to its pipeline group\n"
-      "  stop          rank R blocks forever before a TP all-reduce\n"
-      "  crash         rank R aborts mid-step\n"
-      "  swap          rank R does the done all-reduce before the loss broadcast\n"
-      "  count, dtype  rank R passes half the count / 2-byte elements to a TP all-reduce\n"
-      "  root          rank R passes another root to the loss broadcast\n"
-      "  p2p-deadlock  rank R and its next stage both send first, with MPI_Ssend\n"
-      "  straggler     rank R is F times slower but finishes\n\n"
-      "example:\n"
+      "faults (--fault KIND@rank=R,step=S[,factor=F], repeatable):\n" +
+          FaultHelp() +
+          "\nexample:\n"
       "  mpirun -np 8 hangtrace run -- hangtrace-trainer --tp 2 --pp 2 --dp 2 --steps 20 \\\n"
       "      --fault seed-hang@rank=3,step=5 --truth truth.json\n",
       "hangtrace-trainer"};
@@ -484,6 +437,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "hangtrace-trainer: %s\n", err.c_str());
       return 2;
     }
+    if (f.step < 0) f.step = 0;
     c.faults.push_back(f);
   }
   if (c.skip.size() % 2) {
@@ -516,15 +470,15 @@ int main(int argc, char** argv) {
   for (const Fault& f : c.faults) {
     Topology r = c.topo;
     r.rank = f.rank;
-    if (f.rank >= world || f.step >= c.steps) return fail("fault " + f.kind + ": rank or step outside the run");
-    if (f.kind == "seed-hang" && r.P() != c.topo.pp - 1) {
+    if (f.rank >= world || f.step >= c.steps) return fail(std::string("fault ") + f.name() + ": rank or step outside the run");
+    if (f.kind == FaultKind::kSeedHang && r.P() != c.topo.pp - 1) {
       return fail("seed-hang: rank " + std::to_string(f.rank) + " is not a last pipeline stage (the loss broadcast's root)");
     }
-    if ((f.kind == "p2p-deadlock" && r.P() == c.topo.pp - 1) || ((f.kind == "root" || f.kind == "p2p-deadlock") && c.topo.pp < 2)) {
-      return fail(f.kind + " needs a rank with a next pipeline stage");
+    if ((f.kind == FaultKind::kP2pDeadlock && r.P() == c.topo.pp - 1) || ((f.kind == FaultKind::kRoot || f.kind == FaultKind::kP2pDeadlock) && c.topo.pp < 2)) {
+      return fail(std::string(f.name()) + " needs a rank with a next pipeline stage");
     }
-    if ((f.kind == "count" || f.kind == "dtype") && c.topo.tp < 2) return fail(f.kind + " needs --tp 2 or more");
-    if (f.kind == "swap" && r.P() != c.topo.pp - 1 && c.topo.pp > 2) {
+    if ((f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype) && c.topo.tp < 2) return fail(std::string(f.name()) + " needs --tp 2 or more");
+    if (f.kind == FaultKind::kSwap && r.P() != c.topo.pp - 1 && c.topo.pp > 2) {
       // With 3+ stages MPI's broadcast tree may route through a receiver,
       // so whether its swap hangs depends on the library: no truth to give.
       return fail("swap at a broadcast receiver with more than 2 stages may or may not hang (MPI's broadcast tree "
