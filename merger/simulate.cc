@@ -21,21 +21,28 @@ using trainer::FaultKind;
 
 namespace {
 
-// The calls a simulated rank makes: index = CallInfo index in each file.
-enum SimCall : uint16_t { kInit, kAllreduce, kBcast, kSend, kRecv, kSsend, kFinalize, kNumCalls };
-const struct {
+// The MPI call table as the wrappers register it, generated from
+// interpose/mpi.spec: the simulator's files describe their calls exactly as
+// real ones do.
+struct SpecCall {
   const char* name;
   fmt::Op op;
   uint8_t flags;
-} kCalls[kNumCalls] = {
-    {"MPI_Init", fmt::Op::kCommMgmt, fmt::kCallBlocking},
-    {"MPI_Allreduce", fmt::Op::kAllreduce, fmt::kCallCollective | fmt::kCallBlocking},
-    {"MPI_Bcast", fmt::Op::kBcast, fmt::kCallCollective | fmt::kCallRooted | fmt::kCallBlocking},
-    {"MPI_Send", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking},
-    {"MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking},
-    {"MPI_Ssend", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking},
-    {"MPI_Finalize", fmt::Op::kCommMgmt, fmt::kCallBlocking},
 };
+constexpr SpecCall kMpiSpec[] = {
+#include "interpose/mpi_calls.gen.inc"
+};
+
+// The calls a simulated rank makes: index = CallInfo index in each file.
+enum SimCall : uint16_t { kInit, kAllreduce, kBcast, kSend, kRecv, kSsend, kFinalize, kNumCalls };
+const SpecCall& Spec(const char* name) {
+  for (const SpecCall& c : kMpiSpec) {
+    if (strcmp(c.name, name) == 0) return c;
+  }
+  abort();  // a call the spec lost: a build error in spirit
+}
+const SpecCall kCalls[kNumCalls] = {Spec("MPI_Init"), Spec("MPI_Allreduce"), Spec("MPI_Bcast"), Spec("MPI_Send"),
+                                    Spec("MPI_Recv"), Spec("MPI_Ssend"), Spec("MPI_Finalize")};
 
 enum Kind : uint8_t { kWorld, kTp, kPp, kDp };
 enum Phase : uint8_t { kForward, kBackward, kOptimizer, kEndOfStep };

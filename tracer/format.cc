@@ -61,28 +61,11 @@ const char* PythonStatusName(PythonStatus s) {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kNone: return "none";
-    case Op::kAllreduce: return "allreduce";
-    case Op::kBcast: return "bcast";
-    case Op::kReduce: return "reduce";
-    case Op::kAllgather: return "allgather";
-    case Op::kReducescatter: return "reducescatter";
-    case Op::kAlltoall: return "alltoall";
-    case Op::kGather: return "gather";
-    case Op::kScatter: return "scatter";
-    case Op::kBarrier: return "barrier";
-    case Op::kScan: return "scan";
-    case Op::kSend: return "send";
-    case Op::kRecv: return "recv";
-    case Op::kSendrecv: return "sendrecv";
-    case Op::kWait: return "wait";
-    case Op::kKernel: return "kernel";
-    case Op::kSync: return "sync";
-    case Op::kCompute: return "compute";
-    case Op::kProbe: return "probe";
-    case Op::kCommMgmt: return "comm";
-    case Op::kGroup: return "group";
-    case Op::kOther: return "other";
+#define HT_OP_NAME(e, v, name) \
+  case Op::e:                  \
+    return name;
+    HANGTRACE_OPS(HT_OP_NAME)
+#undef HT_OP_NAME
   }
   return "unknown";
 }

@@ -72,30 +72,38 @@ enum class Api : uint8_t {
   kUser = 5,  // annotations made through the public C API (hangtrace.h)
 };
 
-// The API-neutral operation, the `op` of the JSON contract.
+// The API-neutral operation, the `op` of the JSON contract: one table,
+// X(enumerator, value, name). The enum, OpName() and the wrapper generator
+// (interpose/gen_wrappers.py: the .spec files name ops by these names) all
+// come from it.
+#define HANGTRACE_OPS(X)                                       \
+  X(kNone, 0, "none")                                          \
+  X(kAllreduce, 1, "allreduce")                                \
+  X(kBcast, 2, "bcast")                                        \
+  X(kReduce, 3, "reduce")                                      \
+  X(kAllgather, 4, "allgather")                                \
+  X(kReducescatter, 5, "reducescatter")                        \
+  X(kAlltoall, 6, "alltoall")                                  \
+  X(kGather, 7, "gather")                                      \
+  X(kScatter, 8, "scatter")                                    \
+  X(kBarrier, 9, "barrier")                                    \
+  X(kScan, 10, "scan")                                         \
+  X(kSend, 11, "send")                                         \
+  X(kRecv, 12, "recv")                                         \
+  X(kSendrecv, 13, "sendrecv")                                 \
+  X(kWait, 14, "wait")                                         \
+  X(kKernel, 15, "kernel")                                     \
+  X(kSync, 16, "sync")                                         \
+  X(kCompute, 17, "compute")  /* not in any traced call */     \
+  X(kProbe, 18, "probe")                                       \
+  X(kCommMgmt, 19, "comm")    /* init, split, dup, free, ... */ \
+  X(kGroup, 20, "group")      /* NCCL group start/end */       \
+  X(kOther, 21, "other")
+
 enum class Op : uint8_t {
-  kNone = 0,
-  kAllreduce = 1,
-  kBcast = 2,
-  kReduce = 3,
-  kAllgather = 4,
-  kReducescatter = 5,
-  kAlltoall = 6,
-  kGather = 7,
-  kScatter = 8,
-  kBarrier = 9,
-  kScan = 10,
-  kSend = 11,
-  kRecv = 12,
-  kSendrecv = 13,
-  kWait = 14,
-  kKernel = 15,
-  kSync = 16,
-  kCompute = 17,  // not in any traced call
-  kProbe = 18,
-  kCommMgmt = 19,  // init, split, dup, free, ...
-  kGroup = 20,     // NCCL group start/end
-  kOther = 21,
+#define HT_OP_ENUM(e, v, name) e = v,
+  HANGTRACE_OPS(HT_OP_ENUM)
+#undef HT_OP_ENUM
 };
 
 // CallInfo::flags: how a call is matched across ranks.
