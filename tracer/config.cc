@@ -24,15 +24,29 @@ std::string UserName() {
 // Job ids become folder names: keep [A-Za-z0-9._-], map the rest to '_'.
 std::string PathSafe(std::string s) {
   for (char& c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-';
     if (!ok) c = '_';
   }
   if (s.empty() || s == "." || s == "..") s = "job";
   return s.substr(0, 63);
 }
 
-bool ParseBool(const char* v, bool* out) {
+// Reads one setting: the environment's value when it parses, else the
+// default (which always does); a bad value is described in `errors`.
+template <typename Parser>
+void Read(const char* env, const char* def, typename Parser::Type* field, std::string* errors) {
+  if (const char* v = Env(env)) {
+    if (Parser::Parse(v, field)) return;
+    *errors += std::string(errors->empty() ? "" : "; ") + env + "='" + v + "' is not " + Parser::kWant +
+               ", using the default";
+  }
+  Parser::Parse(def, field);
+}
+
+}  // namespace
+
+bool FlagSetting::Parse(const char* v, Type* out) {
   if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
     *out = true;
     return true;
@@ -44,7 +58,54 @@ bool ParseBool(const char* v, bool* out) {
   return false;
 }
 
-}  // namespace
+bool SecondsSetting::Parse(const char* v, Type* out) {
+  char* end = nullptr;
+  errno = 0;
+  double t = strtod(v, &end);
+  if (errno || end == v || *end || !(t >= 0)) return false;
+  *out = t;
+  return true;
+}
+
+bool BlockingSetting::Parse(const char* v, Type* out) { return ParseBlockingMode(v, out); }
+
+bool DeviceEventsSetting::Parse(const char* v, Type* out) {
+  std::string t = v;
+  if (t == "all" || t == "1") *out = DeviceEvents::kAll;
+  else if (t == "coll") *out = DeviceEvents::kColl;
+  else if (t == "off" || t == "0") *out = DeviceEvents::kOff;
+  else return false;
+  return true;
+}
+
+bool RingSetting::Parse(const char* v, Type* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno || end == v || *end || n == 0 || n > (1ull << 26)) return false;
+  uint32_t p = 1024;
+  while (p < n) p <<= 1;
+  *out = p;
+  return true;
+}
+
+bool PathSetting::Parse(const char* v, Type* out) {
+  std::string p = v;
+  // Expand a literal $USER, as the documented default spells it.
+  if (auto pos = p.find("$USER"); pos != std::string::npos) p.replace(pos, 5, UserName());
+  *out = p;
+  return true;
+}
+
+bool JobSetting::Parse(const char* v, Type* out) {
+  const char* job = *v ? v : nullptr;
+  if (!job) job = Env("SLURM_JOB_ID");
+  if (!job) job = Env("PMIX_NAMESPACE");           // Open MPI 4/5 with PRRTE/ORTE
+  if (!job) job = Env("OMPI_MCA_ess_base_jobid");  // Open MPI 4
+  if (!job) job = Env("TORCHELASTIC_RUN_ID");
+  *out = PathSafe(job ? job : "local");
+  return true;
+}
 
 bool ParseBlockingMode(const std::string& t, BlockingMode* out) {
   if (t == "off" || t == "0" || t == "none") *out = BlockingMode::kOff;
@@ -65,76 +126,23 @@ const char* BlockingModeName(BlockingMode m) {
   return "?";
 }
 
+Config::Config() {
+#define HT_DEFAULT(field, env, parser, def, desc) parser::Parse(def, &field);
+  HANGTRACE_SETTINGS(HT_DEFAULT)
+#undef HT_DEFAULT
+}
+
 Config Config::FromEnvironment() {
   Config c;
-  auto bad = [&c](const char* name, const char* value, const char* want) {
-    c.errors += std::string(c.errors.empty() ? "" : "; ") + name + "='" + value +
-                "' is not " + want + ", using the default";
-  };
-
-  if (const char* v = Env("HANGTRACE_OFF")) {
-    if (!ParseBool(v, &c.off)) bad("HANGTRACE_OFF", v, "0 or 1");
-  }
-  if (const char* v = Env("HANGTRACE_QUIET")) {
-    if (!ParseBool(v, &c.quiet)) bad("HANGTRACE_QUIET", v, "0 or 1");
-  }
-
-  if (const char* v = Env("HANGTRACE_DIR")) {
-    c.dir = v;
-  } else {
-    c.dir = "/dev/shm/hangtrace-" + UserName();
-  }
-  // Expand a literal $USER, as the documented default spells it.
-  if (auto pos = c.dir.find("$USER"); pos != std::string::npos) c.dir.replace(pos, 5, UserName());
-
-  if (const char* v = Env("HANGTRACE_TIMEOUT")) {
-    char* end = nullptr;
-    errno = 0;
-    double t = strtod(v, &end);
-    if (errno || end == v || *end || t < 0) bad("HANGTRACE_TIMEOUT", v, "a number of seconds >= 0");
-    else c.timeout_s = t;
-  }
-  if (const char* v = Env("HANGTRACE_BLOCKING")) {
-    if (!ParseBlockingMode(v, &c.blocking)) bad("HANGTRACE_BLOCKING", v, "off, coll, kernels or all");
-  }
-  if (const char* v = Env("HANGTRACE_DEVICE_EVENTS")) {
-    std::string t = v;
-    if (t == "all" || t == "1") c.device_events = DeviceEvents::kAll;
-    else if (t == "coll") c.device_events = DeviceEvents::kColl;
-    else if (t == "off" || t == "0") c.device_events = DeviceEvents::kOff;
-    else bad("HANGTRACE_DEVICE_EVENTS", v, "all, coll or off");
-  }
-  if (const char* v = Env("HANGTRACE_RING")) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v || *end || n == 0 || n > (1ull << 26)) {
-      bad("HANGTRACE_RING", v, "a slot count between 1 and 67108864");
-    } else {
-      uint32_t p = 1024;
-      while (p < n) p <<= 1;
-      c.ring_slots = p;
-    }
-  }
-  if (const char* v = Env("HANGTRACE_STACKS")) {
-    if (!ParseBool(v, &c.stacks)) bad("HANGTRACE_STACKS", v, "0 or 1");
-  }
-  if (const char* v = Env("HANGTRACE_PYTHON")) {
-    if (!ParseBool(v, &c.python)) bad("HANGTRACE_PYTHON", v, "0 or 1");
-  }
-
-  const char* job = Env("HANGTRACE_JOB");
-  if (!job) job = Env("SLURM_JOB_ID");
-  if (!job) job = Env("PMIX_NAMESPACE");           // OpenMPI 4/5 with PRRTE/ORTE
-  if (!job) job = Env("OMPI_MCA_ess_base_jobid");  // OpenMPI 4
-  if (!job) job = Env("TORCHELASTIC_RUN_ID");
-  c.job = PathSafe(job ? job : "local");
+#define HT_READ(field, env, parser, def, desc) Read<parser>(env, def, &c.field, &c.errors);
+  HANGTRACE_SETTINGS(HT_READ)
+#undef HT_READ
   return c;
 }
 
 const SettingDoc* SettingDocs(int* count) {
   static const SettingDoc docs[] = {
-#define HT_DOC(field, env, def, desc) {env, def, desc},
+#define HT_DOC(field, env, parser, def, desc) {env, def, desc},
       HANGTRACE_SETTINGS(HT_DOC)
 #undef HT_DOC
   };
