@@ -31,7 +31,7 @@
 #include "cmds/commands.h"
 #include "dump/native_stacks.h"
 #include "merger/rank_set.h"
-#include "merger/report.h"
+#include "merger/node_dump.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
 #include "tracer/format.h"
@@ -147,25 +147,8 @@ void RequestCaptures(std::vector<Target>& targets, double timeout_s) {
   }
 }
 
-const char* LivenessName(Liveness l) {
-  switch (l) {
-    case Liveness::kRunning: return "alive";
-    case Liveness::kStopped: return "stopped";
-    case Liveness::kZombie: return "zombie";
-    case Liveness::kGone: return "gone";
-    default: return "unknown";
-  }
-}
-
-json FramesJson(const std::vector<Frame>& frames) {
-  json out = json::array();
-  for (const Frame& f : frames) out.push_back(FrameJson(f));
-  return out;
-}
-
-json ThreadJson(const DumpedThread& t) {
-  return {{"tid", t.tid}, {"name", t.name}, {"state", std::string(1, t.state)}, {"wchan", t.wchan},
-          {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", FramesJson(t.frames)}};
+NodeThread ThreadOf(const DumpedThread& t) {
+  return {uint32_t(t.tid), t.name, std::string(1, t.state), t.wchan, t.syscall, t.method, t.error, t.frames};
 }
 
 }  // namespace
@@ -290,24 +273,31 @@ int DumpCommand(int argc, char** argv) {
   }
 
   // node.json, with the node's pre-merge: distinct stacks and their ranks.
-  json node = {{"schema", "hangtrace.node/1"}, {"host", host}, {"job", job}, {"warnings", warnings}};
-  node["processes"] = json::array();
+  NodeDump node;
+  node.host = host;
+  node.job = job;
   std::map<std::vector<std::string>, std::pair<std::vector<Frame>, RankSet>> distinct;  // by frame text
   size_t threads = 0, unwound = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
     const Target& t = targets[i];
     const ProcessStacks& ps = stacks[i];
-    json p = {{"pid", t.pid}, {"rank", t.rank}, {"trace", t.copy}, {"liveness", LivenessName(t.live)},
-              {"heartbeat_age_s", t.heartbeat_age_s}, {"state_before", std::string(1, ps.state_before)},
-              {"state_after", std::string(1, ps.state_after)}, {"error", ps.error}, {"seconds", ps.seconds}};
+    NodeProcess p;
+    p.pid = t.pid;
+    p.rank = t.rank;
+    p.trace = t.copy;
+    p.liveness = t.live;
+    p.heartbeat_age_s = t.heartbeat_age_s;
+    p.state_before = std::string(1, ps.state_before);
+    p.state_after = std::string(1, ps.state_after);
+    p.error = ps.error;
+    p.seconds = ps.seconds;
     if (ps.python_version) {
-      p["python"] = {{"version", std::to_string(ps.python_version >> 24) + "." + std::to_string((ps.python_version >> 16) & 0xff) +
-                                     "." + std::to_string((ps.python_version >> 8) & 0xff)},
-                     {"error", ps.python_error}};
+      p.python_version = std::to_string(ps.python_version >> 24) + "." + std::to_string((ps.python_version >> 16) & 0xff) +
+                         "." + std::to_string((ps.python_version >> 8) & 0xff);
+      p.python_error = ps.python_error;
     }
-    p["threads"] = json::array();
     for (const DumpedThread& th : ps.threads) {
-      p["threads"].push_back(ThreadJson(th));
+      p.threads.push_back(ThreadOf(th));
       ++threads;
       unwound += th.method == "ptrace";
       if (t.rank >= 0 && !th.frames.empty()) {
@@ -318,22 +308,20 @@ int DumpCommand(int argc, char** argv) {
         ranks.Add(t.rank);
       }
     }
+    if (!ps.error.empty()) warnings.push_back(ps.error);
     if (!ps.python_error.empty()) {
       warnings.push_back("pid " + std::to_string(t.pid) + ": Python frames from outside: " + ps.python_error +
                          (t.answered ? "; its own capture, taken on request, has them" : ""));
     }
-    if (!ps.error.empty()) warnings.push_back(ps.error);
-    node["processes"].push_back(p);
+    node.processes.push_back(std::move(p));
   }
-  node["stack_groups"] = json::array();
   for (const auto& [key, group] : distinct) {
-    node["stack_groups"].push_back(
-        {{"frames", FramesJson(group.first)}, {"ranks", group.second.ToString()}, {"count", group.second.Count()}});
+    node.stack_groups.push_back({group.first, group.second.ToString(), group.second.Count()});
   }
-  node["warnings"] = warnings;
+  node.warnings = warnings;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  node["seconds"] = seconds;
-  std::ofstream(node_dir + "/node.json") << node.dump(1) << "\n";
+  node.seconds = seconds;
+  std::ofstream(node_dir + "/" + kNodeFile) << NodeToJson(node).dump(1) << "\n";
 
   if (!quiet) {
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());

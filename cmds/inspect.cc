@@ -83,10 +83,11 @@ std::string LivenessText(const TraceSnapshot& s, double heartbeat_age) {
     case Liveness::kStopped: return " (process is STOPPED)";
     case Liveness::kZombie: return " (process is a zombie: exited, not yet reaped)";
     case Liveness::kGone: return " (gone without an exit record: killed?)";
-    case Liveness::kRunning: return heartbeat_age > 3 ? " (process exists but its runtime is silent: wedged?)" : "";
+    case Liveness::kRunning:
+      return heartbeat_age > kHeartbeatStaleSeconds ? " (process exists but its runtime is silent: wedged?)" : "";
     case Liveness::kUnknown: break;
   }
-  return heartbeat_age > 3 ? " (stale: stopped, wedged or gone?)" : "";
+  return heartbeat_age > kHeartbeatStaleSeconds ? " (stale: stopped, wedged or gone?)" : "";
 }
 
 void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {

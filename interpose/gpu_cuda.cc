@@ -6,7 +6,6 @@
 #include <string>
 
 #include "interpose/gpu_support.h"
-#include "tracer/internal.h"
 
 // cuda.h renames cuGetProcAddress to its _v2; the old symbol is exported too.
 #undef cuGetProcAddress

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "tracer/hash.h"
-#include "tracer/internal.h"
 
 namespace hangtrace::gpu {
 namespace {

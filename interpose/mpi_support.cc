@@ -15,7 +15,6 @@
 
 #include "tracer/handle_map.h"
 #include "tracer/hash.h"
-#include "tracer/internal.h"
 
 namespace hangtrace::mpi {
 namespace {

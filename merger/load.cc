@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "merger/model.h"
+#include "merger/node_dump.h"
 #include "merger/symbolize.h"
 #include "merger/trace_reader.h"
 
@@ -103,29 +104,6 @@ std::string Family(const std::string& label) {
   size_t end = label.size();
   while (end > 0 && label[end - 1] >= '0' && label[end - 1] <= '9') --end;
   return end == 0 ? label : label.substr(0, end);
-}
-
-// A frame of node.json: an object (func, file, line, module, offset, lang),
-// or a plain string from dumps of older versions.
-Frame FrameFromJson(const nlohmann::json& j) {
-  Frame f;
-  if (j.is_string()) {
-    f.func = j.get<std::string>();
-    if (f.func.rfind("[kernel] ", 0) == 0) {
-      f.lang = Frame::Lang::kKernel;
-      f.func = f.func.substr(9);
-    }
-    return f;
-  }
-  if (!j.is_object()) return f;
-  f.func = j.value("func", "");
-  f.file = j.value("file", "");
-  f.line = j.value("line", 0);
-  f.module = j.value("module", "");
-  f.offset = j.value("offset", uint64_t(0));
-  const std::string lang = j.value("lang", "native");
-  f.lang = lang == "python" ? Frame::Lang::kPython : lang == "kernel" ? Frame::Lang::kKernel : Frame::Lang::kNative;
-  return f;
 }
 
 // Per-worker tables, merged at the end (no lock on the per-record path).
@@ -231,11 +209,14 @@ class Loader {
     // A rank killed inside a call (a launcher tearing the job down, a
     // timeout) is still where it waited: analysis after the fact sees the
     // job as it was. Only a rank that died outside any call is "gone".
+    // A snapshot in a dump folder is a photograph: the process as the dump
+    // found it, never what /proc says of its pid today.
+    const NodeProcess* dumped = Dumped(path, p.pid);
     switch (fmt::ProcState(p.state)) {
       case fmt::ProcState::kExited: v.state = RankState::kExited; break;
       case fmt::ProcState::kCrashed: v.state = RankState::kCrashed; break;
       default:
-        const Liveness live = ProcessLiveness(s);
+        const Liveness live = dumped ? dumped->liveness : ProcessLiveness(s);
         if (live == Liveness::kStopped) v.state = RankState::kStopped;
         else if (in) v.state = RankState::kInCall;
         else v.state = (live == Liveness::kGone || live == Liveness::kZombie) ? RankState::kGone : RankState::kCompute;
@@ -318,69 +299,47 @@ class Loader {
         t->python_entry.push_back(false);
       }
     }
-    // A dump folder (hangtrace dump) holds newer stacks, read from outside
-    // the process: they replace what the process captured itself.
-    // Unless the dump could not read the Python frames that the process's
-    // own capture (on the dump's request) holds: then that capture, whose
-    // native and Python stacks are of one instant, is the better one.
-    const DumpedProcess* dumped = DumpedStacks(path, p.pid);
-    if (dumped && !dumped->python && !s.py_frames.empty()) {
-      v.dump_state = dumped->state;
-      dumped = nullptr;
-    }
-    if (dumped) {
+    // A dump's stacks (node.json) are newer, read from outside: they replace
+    // what the process captured itself. Unless the dump could not read the
+    // Python frames that the process's own capture (on the dump's request)
+    // holds: then that capture, whose native and Python stacks are of one
+    // instant, is the better one.
+    if (dumped) v.dump_state = dumped->state_before;
+    const bool dump_has_stacks = dumped && std::any_of(dumped->threads.begin(), dumped->threads.end(),
+                                                       [](const NodeThread& t) { return !t.frames.empty(); });
+    if (dump_has_stacks && (dumped->HasPythonFrames() || s.py_frames.empty())) {
       std::lock_guard<std::mutex> lock(mu_);
       v.stacks.clear();
-      for (const auto& [tid, frames] : dumped->threads) {
+      for (const NodeThread& th : dumped->threads) {
+        if (th.frames.empty()) continue;
         ThreadStack t;
-        t.tid = tid;
-        for (const Frame& f : frames) t.frames.push_back(job_->InternFrame(f));
+        t.tid = th.tid;
+        for (const Frame& f : th.frames) t.frames.push_back(job_->InternFrame(f));
         v.stacks.push_back(std::move(t));
       }
-      v.dump_state = dumped->state;
     }
     out->ranks.push_back(std::move(v));
   }
 
  private:
-  struct DumpedProcess {
-    std::vector<std::pair<uint32_t, std::vector<Frame>>> threads;  // mixed, named
-    std::string state;  // /proc state letter when dumped
-    bool python = false;  // its stacks hold Python frames
-  };
-  // The node.json beside a trace file, read once per folder.
-  const DumpedProcess* DumpedStacks(const std::string& trace_path, int32_t pid) {
-    std::string folder = trace_path.substr(0, trace_path.find_last_of('/') + 1);
+  // The node.json beside a trace file (a dump folder), read once per folder.
+  const NodeProcess* Dumped(const std::string& trace_path, int32_t pid) {
+    std::string folder = trace_path.substr(0, trace_path.find_last_of('/'));
     std::lock_guard<std::mutex> lock(mu_);
-    auto [it, fresh] = dumps_.emplace(folder, std::unordered_map<int32_t, DumpedProcess>());
+    auto [it, fresh] = dumps_.emplace(folder, std::unordered_map<int32_t, NodeProcess>());
     if (fresh) {
-      std::ifstream f(folder + "node.json");
-      if (f) {
-        nlohmann::json node = nlohmann::json::parse(f, nullptr, false);
-        if (node.is_discarded() || !node.contains("processes")) {
-          job_->warnings.push_back(folder + "node.json: not a node dump; its stacks are ignored");
-        } else {
-          for (const auto& proc : node["processes"]) {
-            DumpedProcess d;
-            d.state = proc.value("state_before", "");
-            for (const auto& t : proc.value("threads", nlohmann::json::array())) {
-              std::vector<Frame> frames;
-              for (const auto& jf : t.value("frames", nlohmann::json::array())) {
-                frames.push_back(FrameFromJson(jf));
-                d.python |= frames.back().lang == Frame::Lang::kPython;
-              }
-              if (frames.empty()) continue;
-              d.threads.push_back({t.value("tid", 0u), std::move(frames)});
-            }
-            if (!d.threads.empty()) it->second[proc.value("pid", 0)] = std::move(d);
-          }
-        }
+      NodeDump node;
+      std::string error;
+      if (ReadNodeDump(folder, &node, &error)) {
+        for (NodeProcess& p : node.processes) it->second[p.pid] = std::move(p);
+      } else if (!error.empty()) {
+        job_->warnings.push_back(folder + "/" + kNodeFile + ": " + error + "; its stacks are ignored");
       }
     }
     auto found = it->second.find(pid);
     return found == it->second.end() ? nullptr : &found->second;
   }
-  std::unordered_map<std::string, std::unordered_map<int32_t, DumpedProcess>> dumps_;
+  std::unordered_map<std::string, std::unordered_map<int32_t, NodeProcess>> dumps_;
 
   // Device completion: a rank whose host is not inside a communication call
   // (it waits in a stream sync, launches more work, or computes) but whose
@@ -420,8 +379,8 @@ class Loader {
     if (inserted) job_->comms.emplace_back();
     GlobalComm& g = job_->comms[size_t(it->second)];
     g.id = c.entry.id;
-    if (g.label.empty() || (g.label == Hex(c.entry.id) && c.entry.label[0])) {
-      g.label = c.entry.label[0] ? BoundedString(c.entry.label, sizeof(c.entry.label)) : Hex(c.entry.id);
+    if (g.label.empty() || (g.label == HexId(c.entry.id) && c.entry.label[0])) {
+      g.label = c.entry.label[0] ? BoundedString(c.entry.label, sizeof(c.entry.label)) : HexId(c.entry.id);
       g.family = Family(g.label);
     }
     g.kind = fmt::CommKind(c.entry.kind);
@@ -433,12 +392,6 @@ class Loader {
       g.members[size_t(c.entry.my_index)] = rank;
     }
     return it->second;
-  }
-
-  static std::string Hex(uint64_t id) {
-    char b[24];
-    snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(id));
-    return b;
   }
 
   Job* job_;
@@ -502,12 +455,12 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   for (RankView& v : job.ranks) {
     if (v.state == RankState::kMissing || !v.heartbeat_real_ns) continue;
     v.silent_s = double(newest - v.heartbeat_real_ns) / 1e9;
-    if (v.silent_s > kSilentSeconds && (v.state == RankState::kInCall || v.state == RankState::kCompute)) {
+    if (v.silent_s > kHeartbeatStaleSeconds && (v.state == RankState::kInCall || v.state == RankState::kCompute)) {
       v.state = RankState::kStopped;
     }
     // Gone, but it beat until the others' last beat: torn down with the job
     // (by the launcher, a timeout), not dead first. It was computing then.
-    if (v.state == RankState::kGone && v.silent_s <= kSilentSeconds) v.state = RankState::kCompute;
+    if (v.state == RankState::kGone && v.silent_s <= kHeartbeatStaleSeconds) v.state = RankState::kCompute;
   }
 
   // Workers that saw different first signatures at the same (comm, seq).

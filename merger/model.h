@@ -153,9 +153,6 @@ struct Job {
   std::vector<int32_t> Members(int32_t comm) const;
 };
 
-// A runtime beats twice a second; this much silence means stopped/wedged.
-inline constexpr double kSilentSeconds = 5.0;
-
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency
 };

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "merger/node_dump.h"
 #include "merger/trace_reader.h"
 
 namespace hangtrace {
@@ -45,12 +46,6 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 }
 
 }  // namespace
-
-nlohmann::json FrameJson(const Frame& f) {
-  nlohmann::json j = {{"func", f.func}, {"file", f.file}, {"line", f.line}, {"module", f.module}, {"lang", f.LangName()}};
-  if (f.lang == Frame::Lang::kNative) j["offset"] = f.offset;
-  return j;
-}
 
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
@@ -183,7 +178,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     if (g.call.kernel >= 0) o["kernel"] = job.names[size_t(g.call.kernel)];
     o["waiting_for"] = g.waiting_for.ToString();
     o["hosts"] = g.hosts;
-    if (g.python_frame >= 0) o["python"] = FrameJson(job.frames[size_t(g.python_frame)]);
+    if (g.python_frame >= 0) o["python"] = FrameToJson(job.frames[size_t(g.python_frame)]);
     j["groups"].push_back(o);
   }
   j["mismatches"] = json::array();
@@ -207,7 +202,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["stacks"] = json::array();
   for (const auto& [frames, ranks] : distinct) {
     json fs = json::array();
-    for (uint32_t id : frames) fs.push_back(FrameJson(job.frames[id]));
+    for (uint32_t id : frames) fs.push_back(FrameToJson(job.frames[id]));
     j["stacks"].push_back({{"ranks", ranks.ToString()}, {"count", ranks.Count()}, {"frames", fs}});
   }
   return j;

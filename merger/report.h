@@ -13,9 +13,7 @@
 namespace hangtrace {
 
 std::string TextReport(const Job& job, const Diagnosis& d);
-// A frame as the JSON contract has it: func, file, line, module, lang
-// (and offset for native frames).
-nlohmann::json FrameJson(const Frame& f);
+
 nlohmann::json JsonReport(const Job& job, const Diagnosis& d);
 
 // STAT-style call-prefix tree of every captured stack, outermost frame at

@@ -1,5 +1,5 @@
-// The reader side of the protocols documented in tracer/format.h and
-// tracer/lane.h.
+// The reader side of the protocols documented in tracer/format.h (the
+// writer's side is tracer/lane.h and tracer/runtime.h).
 #include "merger/trace_reader.h"
 
 #include <fcntl.h>
@@ -12,13 +12,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "tracer/lane.h"
 #include "tracer/procfs.h"
 
 namespace hangtrace {
 namespace {
 
-// Seqlock-protected copies from a live or dead writer (tracer/lane.h).
+// Seqlock-protected copies from a live or dead writer (fmt::SeqRead).
 constexpr int kSeqAttempts = 64;
 
 bool IsPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
@@ -84,9 +83,13 @@ std::string TraceSnapshot::CommLabel(uint16_t comm) const {
   const CommInfo* c = Comm(comm);
   if (!c) return comm == fmt::kNoComm ? "" : "comm#" + std::to_string(comm);
   if (c->entry.label[0]) return BoundedString(c->entry.label, sizeof(c->entry.label));
-  char id[24];
-  snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(c->entry.id));
-  return id;
+  return HexId(c->entry.id);
+}
+
+std::string HexId(uint64_t id) {
+  char text[24];
+  snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(id));
+  return text;
 }
 
 std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
@@ -157,7 +160,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   p.exe[sizeof(p.exe) - 1] = p.cmdline[sizeof(p.cmdline) - 1] = '\0';
   {
     const auto* live = reinterpret_cast<const fmt::ProcessInfo*>(proc);
-    if (!SeqRead(&live->clock, &p.clock, &live->clock.version, kSeqAttempts)) {
+    if (!fmt::SeqRead(&live->clock, &p.clock, &live->clock.version, kSeqAttempts)) {
       s.warnings.push_back("clock block unstable; times may be off");
     }
     p.state = __atomic_load_n(&live->state, __ATOMIC_ACQUIRE);
@@ -197,7 +200,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
     for (uint32_t i = 0; i < n; ++i) {
       const uint8_t* src = base + size_t(i) * h.sections[fmt::kSecComms].entry_size;
       CommInfo& c = s.comms[i];
-      bool stable = SeqRead(src, &c.entry, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
+      bool stable = fmt::SeqRead(src, &c.entry, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
       if (c.entry.version == 0) continue;  // claimed, never published
       if (!stable) s.warnings.push_back("communicator " + std::to_string(i) + " was being written; read best effort");
       c.entry.label[sizeof(c.entry.label) - 1] = '\0';
@@ -225,7 +228,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       const uint8_t* src = threads + size_t(i) * h.sections[fmt::kSecThreads].entry_size;
       const auto* live = reinterpret_cast<const fmt::ThreadSlot*>(src);
       fmt::ThreadSlot slot;
-      bool stable = SeqRead(src, &slot, &live->version, kSeqAttempts);
+      bool stable = fmt::SeqRead(src, &slot, &live->version, kSeqAttempts);
       ThreadInfo t;
       t.slot = i;
       t.tid = slot.tid;

@@ -142,6 +142,13 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
 enum class Liveness { kUnknown, kRunning, kStopped, kZombie, kGone };
 Liveness ProcessLiveness(const TraceSnapshot& s);
 
+// A runtime beats twice a second: this much silence means its process is
+// stopped or wedged below the tracer (used by inspect, dump and analyze).
+inline constexpr double kHeartbeatStaleSeconds = 5.0;
+
+// A communicator id as the reports print it: 16 hex digits.
+std::string HexId(uint64_t id);
+
 // Copies a string field of fixed capacity, stopping at NUL or capacity.
 std::string BoundedString(const char* s, size_t cap);
 

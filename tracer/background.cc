@@ -24,7 +24,7 @@ constexpr int64_t kHeartbeatNs = 500 * 1000000;  // at least twice a second
 // Copies a thread's current call under its seqlock. False when it kept
 // changing (the owner is busy entering and leaving calls: not stuck).
 bool ReadCurrent(const fmt::ThreadSlot* s, fmt::Record* out) {
-  return SeqRead(&s->current, out, &s->version, 4);
+  return fmt::SeqRead(&s->current, out, &s->version, 4);
 }
 
 std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {

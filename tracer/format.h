@@ -46,6 +46,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace hangtrace::fmt {
 
@@ -455,6 +456,22 @@ static_assert(offsetof(Record, kind) == 52);
 static_assert(offsetof(Record, aux) == 56);
 static_assert(offsetof(Record, commit) == 60);
 static_assert(sizeof(Record) == kRecordSize);
+
+// The reader's side of the seqlocks (ThreadSlot, CommEntry, ClockInfo; the
+// writer's side is tracer/lane.h): copies sizeof(T) bytes from `src` until
+// `version` was even and unchanged around the copy, at most `attempts`
+// times. False when it never settled (a writer storming, or one that died
+// mid-write): `out` then holds the last, best-effort copy.
+template <typename T>
+inline bool SeqRead(const void* src, T* out, const uint32_t* version, int attempts) {
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
+    memcpy(static_cast<void*>(out), src, sizeof(T));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!(v1 & 1) && __atomic_load_n(version, __ATOMIC_RELAXED) == v1) return true;
+  }
+  return false;
+}
 
 // The `commit` value of the record at `index` of its lane (never 0, so a
 // zeroed slot is never accepted).

@@ -53,19 +53,4 @@ inline void SeqEnd(uint32_t* version) {
   __atomic_store_n(version, *version + 1, __ATOMIC_RELEASE);
 }
 
-// The reader's side: copies sizeof(T) bytes from `src` until `version` was
-// even and unchanged around the copy, at most `attempts` times. False when
-// it never settled (a writer storming, or one that died mid-write): `out`
-// then holds the last, best-effort copy.
-template <typename T>
-inline bool SeqRead(const void* src, T* out, const uint32_t* version, int attempts) {
-  for (int attempt = 0; attempt < attempts; ++attempt) {
-    uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
-    memcpy(static_cast<void*>(out), src, sizeof(T));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (!(v1 & 1) && __atomic_load_n(version, __ATOMIC_RELAXED) == v1) return true;
-  }
-  return false;
-}
-
 }  // namespace hangtrace

@@ -189,4 +189,15 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms);
 
 const Config& RuntimeConfig();
 
+// The stack-capture signal and the fatal-signal recorders (stacks.cc); again
+// after a library (MPI) installed its own, to chain to them.
+void InstallSignalHandlers();
+
+// Starts a detached thread of the tracer's own with every signal blocked
+// (signals meant for the program never land there); false on failure.
+bool StartTracerThread(void* (*main)(void*));
+
+// One line on stderr with write(2); never blocks on stdio locks.
+void WriteStderrLine(const char* line);
+
 }  // namespace hangtrace

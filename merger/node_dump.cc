@@ -1,0 +1,180 @@
+#include "merger/node_dump.h"
+
+#include <fstream>
+
+namespace hangtrace {
+
+using json = nlohmann::json;
+
+const char* LivenessName(Liveness l) {
+  switch (l) {
+    case Liveness::kRunning: return "alive";
+    case Liveness::kStopped: return "stopped";
+    case Liveness::kZombie: return "zombie";
+    case Liveness::kGone: return "gone";
+    case Liveness::kUnknown: break;
+  }
+  return "unknown";
+}
+
+Liveness LivenessFromName(const std::string& name) {
+  if (name == "alive") return Liveness::kRunning;
+  if (name == "stopped") return Liveness::kStopped;
+  if (name == "zombie") return Liveness::kZombie;
+  if (name == "gone") return Liveness::kGone;
+  return Liveness::kUnknown;
+}
+
+bool NodeProcess::HasPythonFrames() const {
+  for (const NodeThread& t : threads) {
+    for (const Frame& f : t.frames) {
+      if (f.lang == Frame::Lang::kPython) return true;
+    }
+  }
+  return false;
+}
+
+json FrameToJson(const Frame& f) {
+  json j = {{"func", f.func}, {"file", f.file}, {"line", f.line}, {"module", f.module}, {"lang", f.LangName()}};
+  if (f.lang == Frame::Lang::kNative) j["offset"] = f.offset;
+  return j;
+}
+
+// An object (func, file, line, module, offset, lang), or a plain string from
+// dumps of older versions.
+Frame FrameFromJson(const json& j) {
+  Frame f;
+  if (j.is_string()) {
+    f.func = j.get<std::string>();
+    if (f.func.rfind("[kernel] ", 0) == 0) {
+      f.lang = Frame::Lang::kKernel;
+      f.func = f.func.substr(9);
+    }
+    return f;
+  }
+  if (!j.is_object()) return f;
+  f.func = j.value("func", "");
+  f.file = j.value("file", "");
+  f.line = j.value("line", 0);
+  f.module = j.value("module", "");
+  f.offset = j.value("offset", uint64_t(0));
+  const std::string lang = j.value("lang", "native");
+  f.lang = lang == "python" ? Frame::Lang::kPython : lang == "kernel" ? Frame::Lang::kKernel : Frame::Lang::kNative;
+  return f;
+}
+
+namespace {
+json Frames(const std::vector<Frame>& frames) {
+  json out = json::array();
+  for (const Frame& f : frames) out.push_back(FrameToJson(f));
+  return out;
+}
+std::vector<Frame> Frames(const json& j) {
+  std::vector<Frame> out;
+  if (j.is_array()) {
+    for (const json& f : j) out.push_back(FrameFromJson(f));
+  }
+  return out;
+}
+}  // namespace
+
+json NodeToJson(const NodeDump& n) {
+  json j = {{"schema", kNodeSchema}, {"host", n.host}, {"job", n.job}, {"warnings", n.warnings}, {"seconds", n.seconds}};
+  j["processes"] = json::array();
+  for (const NodeProcess& p : n.processes) {
+    json o = {{"pid", p.pid},
+              {"rank", p.rank},
+              {"world_size", p.world_size},
+              {"rank_from", p.rank_from},
+              {"trace", p.trace},
+              {"liveness", LivenessName(p.liveness)},
+              {"heartbeat_age_s", p.heartbeat_age_s},
+              {"state_before", p.state_before},
+              {"state_after", p.state_after},
+              {"error", p.error},
+              {"seconds", p.seconds}};
+    if (!p.python_version.empty()) o["python"] = {{"version", p.python_version}, {"error", p.python_error}};
+    o["threads"] = json::array();
+    for (const NodeThread& t : p.threads) {
+      o["threads"].push_back({{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
+                              {"syscall", t.syscall}, {"method", t.method}, {"error", t.error},
+                              {"frames", Frames(t.frames)}});
+    }
+    j["processes"].push_back(o);
+  }
+  j["stack_groups"] = json::array();
+  for (const NodeDump::StackGroup& g : n.stack_groups) {
+    j["stack_groups"].push_back({{"frames", Frames(g.frames)}, {"ranks", g.ranks}, {"count", g.count}});
+  }
+  return j;
+}
+
+bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
+  if (!j.is_object() || !j.contains("processes") || !j["processes"].is_array()) {
+    *error = "not a node dump (no processes)";
+    return false;
+  }
+  try {
+    const std::string schema = j.value("schema", "");
+    if (schema != kNodeSchema) {
+      *error = "schema '" + schema + "', this hangtrace reads " + kNodeSchema;
+      return false;
+    }
+    n->host = j.value("host", "");
+    n->job = j.value("job", "");
+    n->warnings = j.value("warnings", std::vector<std::string>());
+    n->seconds = j.value("seconds", 0.0);
+    for (const json& o : j["processes"]) {
+      NodeProcess p;
+      p.pid = o.value("pid", 0);
+      p.rank = o.value("rank", -1);
+      p.world_size = o.value("world_size", -1);
+      p.rank_from = o.value("rank_from", "");
+      p.trace = o.value("trace", "");
+      p.liveness = LivenessFromName(o.value("liveness", ""));
+      p.heartbeat_age_s = o.value("heartbeat_age_s", -1.0);
+      p.state_before = o.value("state_before", "?");
+      p.state_after = o.value("state_after", "?");
+      p.error = o.value("error", "");
+      p.seconds = o.value("seconds", 0.0);
+      if (o.contains("python") && o["python"].is_object()) {
+        p.python_version = o["python"].value("version", "");
+        p.python_error = o["python"].value("error", "");
+      }
+      for (const json& t : o.value("threads", json::array())) {
+        NodeThread th;
+        th.tid = t.value("tid", 0u);
+        th.name = t.value("name", "");
+        th.state = t.value("state", "?");
+        th.wchan = t.value("wchan", "");
+        th.syscall = t.value("syscall", "");
+        th.method = t.value("method", "");
+        th.error = t.value("error", "");
+        th.frames = Frames(t.value("frames", json::array()));
+        p.threads.push_back(std::move(th));
+      }
+      n->processes.push_back(std::move(p));
+    }
+    for (const json& g : j.value("stack_groups", json::array())) {
+      n->stack_groups.push_back({Frames(g.value("frames", json::array())), g.value("ranks", ""), g.value("count", size_t(0))});
+    }
+  } catch (const json::exception& e) {
+    *error = std::string("malformed: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error) {
+  error->clear();
+  std::ifstream f(folder + "/" + kNodeFile);
+  if (!f) return false;
+  json j = json::parse(f, nullptr, false);
+  if (j.is_discarded()) {
+    *error = "not JSON";
+    return false;
+  }
+  return NodeFromJson(j, node, error);
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,72 @@
+// node.json: what `hangtrace dump` found on one node, as written by the dump
+// (cmds/dump.cc) and read by the analysis (merger/load.cc). This file is the
+// one place its keys are spelled. Schema "hangtrace.node/1".
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "merger/frames.h"
+#include "merger/trace_reader.h"
+
+namespace hangtrace {
+
+inline constexpr const char* kNodeSchema = "hangtrace.node/1";
+inline constexpr const char* kNodeFile = "node.json";
+
+struct NodeThread {
+  uint32_t tid = 0;
+  std::string name;
+  std::string state = "?";  // /proc state letter
+  std::string wchan, syscall;
+  std::string method;       // "ptrace" (unwound), "proc" (kernel stack only), "none"
+  std::string error;
+  std::vector<Frame> frames;  // innermost first, named, Python frames mixed in
+};
+
+struct NodeProcess {
+  int32_t pid = 0;
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  std::string rank_from;    // where the rank came from: "trace", or the environment variable
+  std::string trace;        // its trace snapshot's file name in the folder, "" untraced
+  Liveness liveness = Liveness::kUnknown;  // at dump time
+  double heartbeat_age_s = -1;
+  std::string state_before = "?", state_after = "?";
+  std::string error;
+  double seconds = 0;
+  std::string python_version, python_error;
+  std::vector<NodeThread> threads;
+  bool HasPythonFrames() const;
+};
+
+struct NodeDump {
+  std::string host, job;
+  std::vector<std::string> warnings;
+  std::vector<NodeProcess> processes;
+  double seconds = 0;
+  // The node's pre-merge: its distinct stacks, each with its ranks.
+  struct StackGroup {
+    std::vector<Frame> frames;
+    std::string ranks;
+    size_t count = 0;
+  };
+  std::vector<StackGroup> stack_groups;
+};
+
+nlohmann::json FrameToJson(const Frame& f);
+Frame FrameFromJson(const nlohmann::json& j);
+
+nlohmann::json NodeToJson(const NodeDump& node);
+// False with a sentence in `error` when `j` is not a node dump.
+bool NodeFromJson(const nlohmann::json& j, NodeDump* node, std::string* error);
+// Reads FOLDER/node.json; false (error "" when there is none).
+bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error);
+
+const char* LivenessName(Liveness l);     // "alive", "stopped", "zombie", "gone", "unknown"
+Liveness LivenessFromName(const std::string& name);
+
+}  // namespace hangtrace
