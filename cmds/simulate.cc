@@ -38,6 +38,9 @@ int SimulateCommand(int argc, char** argv) {
   app.add_option("--truth", truth_path, "where to write the truth (default OUT/<job>.truth.json)");
   app.add_option("--stuck", c.stuck_s, "seconds the hung ranks have waited at the snapshot (default 300)");
   app.add_option("--threads", c.threads, "writer threads (default: all cores)");
+  app.add_option("--seq-base", c.seq_base,
+                 "collectives every communicator did before the simulated steps (a long run: its rings hold "
+                 "only the newest; default 0)");
   CLI11_PARSE(app, argc, argv);
   for (const std::string& f : faults) {
     trainer::Fault fault;

@@ -289,8 +289,8 @@ std::vector<Mismatch> FindMismatches(const Job& job) {
           if (int32_t(oc) == comm || job.comms[oc].family != c.family) continue;
           // Whichever loader thread read that comm's ranks holds its entry.
           for (const Job::SigTable& table : job.sig_tables) {
-            if (oc < table.size() && table[oc].size() >= seq && table[oc][seq - 1].first >= 0) {
-              votes[f.value(table[oc][seq - 1].second)]++;
+            if (const SigWindow::Entry* e = oc < table.size() ? table[oc].Find(seq) : nullptr) {
+              votes[f.value(e->second)]++;
               break;
             }
           }

@@ -74,20 +74,71 @@ std::vector<int32_t> Job::Members(int32_t comm) const {
   return out;
 }
 
+namespace {
+std::string OddKey(int32_t comm, uint64_t seq, int32_t rank) {
+  std::string k(16, '\0');
+  memcpy(&k[0], &comm, 4);
+  memcpy(&k[4], &seq, 8);
+  memcpy(&k[12], &rank, 4);
+  return k;
+}
+// A dense window may span at most this many entries per entry it holds
+// (plus a floor): beyond, a sequence number goes to the hash map.
+constexpr size_t kWindowSlack = 4, kWindowFloor = 4096;
+}  // namespace
+
+SigWindow::Entry* SigWindow::Slot(uint64_t seq) {
+  if (seq == 0) return nullptr;
+  if (base_ == 0) {
+    base_ = seq;
+    dense_.assign(1, {-1, CollSig{}});
+  }
+  const size_t limit = kWindowFloor + kWindowSlack * filled_;
+  Entry* e = nullptr;
+  if (seq >= base_ && seq - base_ < dense_.size()) {
+    e = &dense_[seq - base_];
+  } else if (seq >= base_ && seq - base_ < limit) {
+    dense_.resize(seq - base_ + 1, {-1, CollSig{}});
+    e = &dense_[seq - base_];
+  } else if (seq < base_ && base_ - seq + dense_.size() <= limit) {
+    // Grow the front with headroom, so that many ranks a little behind
+    // each other do not each move the whole window.
+    uint64_t grow = std::max<uint64_t>(base_ - seq, dense_.size());
+    grow = std::min<uint64_t>({grow, limit - dense_.size(), base_ - 1});
+    dense_.insert(dense_.begin(), size_t(grow), {-1, CollSig{}});
+    base_ -= grow;
+    e = &dense_[seq - base_];
+  } else {
+    auto [it, fresh] = far_.emplace(seq, Entry{-1, CollSig{}});
+    e = &it->second;
+  }
+  if (e->first < 0) ++filled_;  // the caller fills an unset entry
+  return e;
+}
+
+const SigWindow::Entry* SigWindow::Find(uint64_t seq) const {
+  if (base_ && seq >= base_ && seq - base_ < dense_.size()) {
+    return dense_[seq - base_].first >= 0 ? &dense_[seq - base_] : nullptr;
+  }
+  auto it = far_.find(seq);
+  return it != far_.end() && it->second.first >= 0 ? &it->second : nullptr;
+}
+
 bool Job::SigOf(int32_t rank, int32_t comm, uint64_t seq, CollSig* out) const {
-  for (const Odd& o : odd) {
-    if (o.rank == rank && o.comm == comm && o.seq == seq) {
-      *out = o.sig;
+  if (!odd_index.empty()) {
+    auto it = odd_index.find(OddKey(comm, seq, rank));
+    if (it != odd_index.end()) {
+      *out = it->second;
       return true;
     }
   }
   const RankView& v = ranks[size_t(rank)];
   if (v.worker >= sig_tables.size()) return false;
   const auto& table = sig_tables[v.worker];
-  if (size_t(comm) >= table.size() || seq == 0 || table[size_t(comm)].size() < seq) return false;
-  const auto& slot = table[size_t(comm)][seq - 1];
-  if (slot.first < 0) return false;
-  *out = slot.second;
+  if (size_t(comm) >= table.size()) return false;
+  const SigWindow::Entry* e = table[size_t(comm)].Find(seq);
+  if (!e) return false;
+  *out = e->second;
   return true;
 }
 
@@ -109,7 +160,7 @@ std::string Family(const std::string& label) {
 // Per-worker tables, merged at the end (no lock on the per-record path).
 struct Partial {
   std::vector<RankView> ranks;
-  std::vector<std::vector<std::pair<int32_t, CollSig>>> first_sig;
+  std::vector<SigWindow> first_sig;
   std::vector<Job::Odd> odd;
   std::vector<std::string> warnings;
   uint64_t records = 0;
@@ -133,6 +184,12 @@ class Loader {
     for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
     const fmt::ProcessInfo& p = s.process;
     if (p.forked || fmt::ProcState(p.state) == fmt::ProcState::kExeced) return;  // not a rank
+    if (p.rank >= kMaxRanks || p.world_size > kMaxRanks) {
+      out->warnings.push_back(path + ": rank " + std::to_string(p.rank) + " of " + std::to_string(p.world_size) +
+                              " is beyond the " + std::to_string(kMaxRanks) + " ranks hangtrace analyzes (a damaged "
+                              "file?); skipped");
+      return;
+    }
     if (p.rank < 0) {
       out->warnings.push_back(path + ": no rank known (pid " + std::to_string(p.pid) + " on " + p.host +
                               " was not started by an MPI launcher); skipped");
@@ -238,12 +295,9 @@ class Loader {
         CollSig sig{call_map[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, r.count};
         size_t comm = size_t(comm_map[r.comm]);
         if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
-        auto& table = out->first_sig[comm];
-        if (r.seq > (1ull << 32)) continue;  // corrupt
-        if (table.size() < r.seq) table.resize(r.seq, {-1, CollSig{}});
-        auto& slot = table[r.seq - 1];
-        if (slot.first < 0) slot = {p.rank, sig};
-        else if (!(slot.second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
+        SigWindow::Entry* slot = out->first_sig[comm].Slot(r.seq);
+        if (slot->first < 0) *slot = {p.rank, sig};
+        else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
       }
       if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
       if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
@@ -438,7 +492,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
         job.warnings.push_back("rank " + std::to_string(v.rank) + " has two trace files (" + slot.path + ", " +
                                v.path + "); using the second");
       }
-      v.worker = uint8_t(w);
+      v.worker = uint32_t(w);
       slot = std::move(v);
     }
     for (const Job::Odd& o : part.odd) flagged.insert({o.comm, o.seq});
@@ -466,13 +520,14 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   // Workers that saw different first signatures at the same (comm, seq).
   for (size_t w = 1; w < job.sig_tables.size(); ++w) {
     for (size_t c = 0; c < job.comms.size(); ++c) {
-      const auto& a = job.sig_tables[0][c];
-      const auto& b = job.sig_tables[w][c];
-      for (size_t q = 0; q < std::min(a.size(), b.size()); ++q) {
-        if (a[q].first >= 0 && b[q].first >= 0 && !(a[q].second == b[q].second)) flagged.insert({int32_t(c), q + 1});
-      }
+      const SigWindow& a = job.sig_tables[0][c];
+      job.sig_tables[w][c].ForEach([&](uint64_t seq, const SigWindow::Entry& e) {
+        const SigWindow::Entry* other = a.Find(seq);
+        if (other && !(other->second == e.second)) flagged.insert({int32_t(c), seq});
+      });
     }
   }
+  for (const Job::Odd& o : job.odd) job.odd_index[OddKey(o.comm, o.seq, o.rank)] = o.sig;
   job.flagged.assign(flagged.begin(), flagged.end());
   FinishStacks(&job);
   return job;

@@ -85,7 +85,7 @@ struct RankView {
   // -1 when there is none: where in the program the rank waits.
   int64_t python_frame = -1;
   std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
-  uint8_t worker = 0;       // which loader's signature table holds its calls
+  uint32_t worker = 0;      // which loader's signature table holds its calls
 
   uint64_t Entered(int32_t comm) const {
     for (const auto& [c, n] : entered) {
@@ -116,6 +116,35 @@ struct CollSig {
   }
 };
 
+// The first signature seen at each sequence number of one communicator, for
+// the sequence numbers the rings hold: a dense window (one array index per
+// record, the linear-time check) that grows to cover them, and a hash map for
+// the rare number far outside it. Memory follows the records read, never the
+// sequence numbers: a job at seq 208,000,000 costs what its rings hold.
+class SigWindow {
+ public:
+  using Entry = std::pair<int32_t, CollSig>;  // (rank, sig); rank -1: unset
+  // The entry for `seq` (created unset), or null when seq is 0.
+  Entry* Slot(uint64_t seq);
+  const Entry* Find(uint64_t seq) const;
+  // Entries held (the memory it takes, in entries).
+  size_t Held() const { return dense_.size() + far_.size(); }
+  // Calls f(seq, entry) for every set entry.
+  template <typename F>
+  void ForEach(F f) const {
+    for (size_t i = 0; i < dense_.size(); ++i) {
+      if (dense_[i].first >= 0) f(base_ + i, dense_[i]);
+    }
+    for (const auto& [seq, e] : far_) f(seq, e);
+  }
+
+ private:
+  uint64_t base_ = 0;           // seq of dense_[0]; 0: empty
+  std::vector<Entry> dense_;
+  std::unordered_map<uint64_t, Entry> far_;
+  size_t filled_ = 0;
+};
+
 struct Job {
   int32_t world_size = 0;
   std::vector<RankView> ranks;        // index = world rank; kMissing when absent
@@ -127,10 +156,9 @@ struct Job {
   std::unordered_map<std::string, uint32_t> frame_index;
   uint32_t InternFrame(const Frame& f);
   // Per loader thread, the first signature it saw at each (comm, seq):
-  // sig_tables[worker][comm][seq - 1] = (rank, sig), rank -1 when unset.
-  // A rank's signature there is its worker's first one, unless `odd`
-  // lists it: then that one.
-  using SigTable = std::vector<std::vector<std::pair<int32_t, CollSig>>>;
+  // sig_tables[worker][comm].Find(seq) = (rank, sig). A rank's signature
+  // there is its worker's first one, unless `odd` holds its own.
+  using SigTable = std::vector<SigWindow>;
   std::vector<SigTable> sig_tables;
   struct Odd {
     int32_t comm;
@@ -139,6 +167,8 @@ struct Job {
     CollSig sig;
   };
   std::vector<Odd> odd;
+  // The same, by (comm, seq, rank), for SigOf (built once after loading).
+  std::unordered_map<std::string, CollSig> odd_index;
   // (comm, seq) where some rank's signature differs from another's.
   std::vector<std::pair<int32_t, uint64_t>> flagged;
   // The signature `rank` passed at (comm, seq), if it is known.
@@ -152,6 +182,10 @@ struct Job {
   // The world ranks of a communicator's members that are in the job.
   std::vector<int32_t> Members(int32_t comm) const;
 };
+
+// The most ranks a job may have (a file claiming more is damaged or
+// crafted: the analysis would allocate per rank).
+inline constexpr int32_t kMaxRanks = 1 << 22;
 
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency

@@ -96,7 +96,6 @@ struct Topo {
     }
     return -1;
   }
-  int NumComms() const { return 1 + pp * dp + tp * dp + tp * pp; }
 };
 
 constexpr uint64_t kHidden = 4096, kGrad = 1 << 20;
@@ -269,7 +268,11 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   };
 
   // Counters at the start of the tail: every rank did `fault_step` whole steps.
-  std::vector<Counters> start(size_t(c.pp));
+  // A job that ran `seq_base` collectives on every communicator before the
+  // steps simulated (its rings hold only the newest).
+  Counters before;
+  for (uint64_t& n : before.coll) n = c.seq_base;
+  std::vector<Counters> start(size_t(c.pp), before);
   for (int p = 0; p < c.pp; ++p) {
     for (int s = 0; s < fault_step; ++s) {
       for (const Op& op : templates[size_t(p)]) start[size_t(p)].Next(op);
@@ -447,7 +450,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     th.records.push_back(b);
     th.has_last = true;
     th.last = b;
-    Counters cnt;
+    Counters cnt = before;
     int64_t g = 1;  // global op index, for time
     auto emit = [&](const Op& op, bool complete) {
       uint64_t seq = cnt.Next(op);

@@ -32,6 +32,7 @@ struct SimConfig {
   std::string out;             // folder; files go to OUT/<job>/
   std::string job = "sim";
   double stuck_s = 300;        // how long the hung ranks have waited at snapshot time
+  uint64_t seq_base = 0;       // collectives every comm did before the simulated steps
   int threads = 0;             // writer threads (0: all cores)
 };
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -126,6 +128,57 @@ TEST_P(Golden, DiagnosisMatchesTheTruth) {
 
 INSTANTIATE_TEST_SUITE_P(Faults, Golden, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+TEST(Analyze, MemoryFollowsTheRecordsNotTheSequenceNumbers) {
+  // A job that had done 2^40 collectives on every communicator before what
+  // its rings hold: the signature tables hold what was read, no more (they
+  // were indexed by sequence number: 24 bytes per collective ever run).
+  TempDir dir;
+  SimConfig cfg;
+  cfg.out = dir.path();
+  cfg.seq_base = 1ull << 40;
+  trainer::Fault f;
+  std::string err;
+  ASSERT_TRUE(trainer::ParseFault("seed-hang@rank=3,step=2", &f, &err)) << err;
+  cfg.faults.push_back(f);
+  SimResult sim;
+  ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("hang")) << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  EXPECT_NE(d.culprits[0].why.find("MPI_Bcast #" + std::to_string((1ull << 40) + 3) + " on pp1"), std::string::npos)
+      << d.culprits[0].why;
+  size_t held = 0;
+  for (const Job::SigTable& t : job.sig_tables) {
+    for (const SigWindow& w : t) held += w.Held();
+  }
+  EXPECT_LT(held, 4096u * 4 * job.comms.size()) << "entries held for " << job.records << " records";
+}
+
+TEST(Analyze, AFileClaimingAHugeWorldIsSkippedNotAllocated) {
+  TempDir dir;
+  SimConfig cfg;
+  cfg.out = dir.path();
+  SimResult sim;
+  std::string err;
+  ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  // Rank 0 now claims a world of 10^8 ranks.
+  const std::string f = dir.path() + "/sim/node0000.10000.htrace";
+  std::string bytes = testing::ReadFileText(f);
+  fmt::FileHeader h;
+  memcpy(&h, bytes.data(), sizeof(h));
+  const size_t at = h.sections[fmt::kSecProcess].offset + offsetof(fmt::ProcessInfo, world_size);
+  int32_t huge = 100000000;
+  memcpy(&bytes[at], &huge, sizeof(huge));
+  std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+  Job job = LoadJob({dir.path()});
+  EXPECT_EQ(job.world_size, 8);
+  bool warned = false;
+  for (const std::string& w : job.warnings) warned |= w.find("beyond the") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
 
 Job SimulateAndLoad(const TempDir& dir, const std::string& fault, int tp = 2, int pp = 2, int dp = 2) {
   SimConfig cfg;

@@ -221,8 +221,6 @@ class Trainer {
     return loss;
   }
 
-  int FirstStage() const { return t_.P() == 0; }
-
   bool Save(const std::string& path, int next_step) const {
     std::ofstream out(path + "." + std::to_string(t_.rank), std::ios::binary);
     out.write(reinterpret_cast<const char*>(&next_step), sizeof(next_step));
