@@ -79,7 +79,13 @@ double HeartbeatAge(const TraceSnapshot& s) {
 
 // Is the process still there, and is its runtime alive?
 std::string LivenessText(const TraceSnapshot& s, double heartbeat_age) {
-  switch (ProcessLiveness(s)) {
+  const Liveness live = ProcessLiveness(s);
+  if (s.process.term_signal && (live == Liveness::kGone || live == Liveness::kZombie)) {
+    const std::string who = BoundedString(s.process.term_sender, sizeof(s.process.term_sender));
+    return " (ended by SIGTERM from " + (who.empty() ? "pid " : who + ", pid ") +
+           std::to_string(s.process.term_sender_pid) + ", at " + std::to_string(s.Seconds(s.process.clock.start_ticks, s.process.term_ticks)).substr(0, 8) + " s)";
+  }
+  switch (live) {
     case Liveness::kStopped: return " (process is STOPPED)";
     case Liveness::kZombie: return " (process is a zombie: exited, not yet reaped)";
     case Liveness::kGone: return " (gone without an exit record: killed?)";

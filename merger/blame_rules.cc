@@ -23,6 +23,37 @@ const Group& OnlyClass(const BlameContext& ctx, int comp) {
   return ctx.classes.groups[size_t(ctx.comps.members[size_t(comp)][0])];
 }
 
+// " at 14:03:07.512" and how it ended, for a rank that died without an exit
+// record.
+std::string HowItEnded(const BlameContext& ctx, const RankView& v) {
+  if (v.term_signal) return "was ended by SIGTERM from " + v.term_sender + " at " + ClockTime(v.end_real_ns);
+  return "died without an exit record (killed: SIGKILL, or the OOM killer?) at " + ClockTime(v.end_real_ns);
+  (void)ctx;
+}
+
+// --- died first ------------------------------------------------------------------------------------
+// The rank whose process died, without an exit record, clearly before any
+// other (FindDeaths): whatever the others were doing after is its doing.
+
+bool DiedFirstApplies(const BlameContext& ctx, int comp) {
+  if (ctx.deaths.first < 0) return false;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    if (ctx.classes.groups[size_t(g)].ranks.Contains(ctx.deaths.first)) return true;
+  }
+  return false;
+}
+
+void DiedFirstBlame(BlameContext& ctx, int) {
+  const int32_t r = ctx.deaths.first;
+  const RankView& v = ctx.job.ranks[size_t(r)];
+  std::string where = v.state == RankState::kInCall ? " inside " + DescribeCall(ctx.job, v.current)
+                      : ctx.graph.waited.Contains(r) ? "; " + ctx.NeverEntered(r)
+                                                     : std::string();
+  ctx.Blame(r, "died first, without an exit record (killed: SIGKILL, or the OOM killer?), at " +
+                   ClockTime(v.end_real_ns) + where);
+  ctx.found.crash = true;
+}
+
 // --- waits for nobody ----------------------------------------------------------------------------
 // A class of ranks outside any call (missing, crashed, gone, exited, stopped,
 // computing) that others wait for: each waited-for rank is a culprit, with
@@ -47,7 +78,7 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         ctx.found.crash = true;
         break;
       case RankState::kGone:
-        why = "died without an exit record (killed?); " + ctx.NeverEntered(r);
+        why = HowItEnded(ctx, v) + "; " + ctx.NeverEntered(r);
         ctx.found.crash = true;
         break;
       case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + ctx.NeverEntered(r); break;
@@ -104,6 +135,22 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
     if (m.comm == k.call.comm && m.seq == k.call.seq) {
       for (int32_t r : m.odd.Ranks()) ctx.Blame(r, MismatchWhy(ctx.job, m, r));
       explained = ctx.found.mismatch_hang = true;
+    }
+  }
+  // A member killed inside the call (no exit record, no SIGTERM) while the
+  // others lived on: still waiting, or ended later by their launcher. Of
+  // several killed there, the first to go silent (a launcher's SIGKILL can
+  // overtake its own SIGTERM on a loaded node: the later ones are that).
+  if (!explained && ctx.deaths.killed.Count() < size_t(ctx.job.world_size)) {
+    int64_t first = INT64_MAX;
+    for (int32_t r : k.ranks.Ranks()) {
+      if (ctx.deaths.killed.Contains(r)) first = std::min(first, ctx.job.ranks[size_t(r)].end_real_ns);
+    }
+    for (int32_t r : k.ranks.Ranks()) {
+      const RankView& v = ctx.job.ranks[size_t(r)];
+      if (!ctx.deaths.killed.Contains(r) || v.end_real_ns > first + 200000000) continue;
+      ctx.Blame(r, HowItEnded(ctx, v) + " inside " + DescribeCall(ctx.job, v.current));
+      explained = ctx.found.crash = true;
     }
   }
   // A member that entered and then stopped (SIGSTOP inside the call).
@@ -223,6 +270,8 @@ void CollectiveOrderBlame(BlameContext& ctx, int comp) {
 }  // namespace
 
 const BlameRule kBlameRules[] = {
+    {"died-first", "the sink that holds the rank that died first, without an exit record", DiedFirstApplies,
+     DiedFirstBlame},
     {"waits-for-nobody", "a sink class outside any call that others wait for", WaitsForNobodyApplies,
      WaitsForNobodyBlame},
     {"no-rank-call", "a sink class inside a call that waits for no rank (a kernel, a host call)", NoRankCallApplies,

@@ -4,6 +4,8 @@
 #include "merger/diagnose.h"
 
 #include <algorithm>
+#include <ctime>
+#include <set>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -311,6 +313,66 @@ std::vector<Mismatch> FindMismatches(const Job& job) {
   return out;
 }
 
+// --- deaths ------------------------------------------------------------------------------------
+
+std::string ClockTime(int64_t real_ns) {
+  time_t secs = time_t(real_ns / 1000000000);
+  struct tm tm;
+  localtime_r(&secs, &tm);
+  char out[32];
+  snprintf(out, sizeof(out), "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+           int((real_ns % 1000000000) / 1000000));
+  return out;
+}
+
+Deaths FindDeaths(const Job& job) {
+  // A heartbeat every 0.1 s: a killed rank's last sign of life may precede
+  // its death by that much (more on a loaded machine). One died "clearly
+  // first" when it went silent this long before any other death, or before
+  // the SIGTERMs that ended the others (those arrive with their exact time).
+  constexpr double kResolutionS = 0.5;
+  // A rank in its call this long before it died was waiting, not running.
+  constexpr double kWaitingS = 1.0;
+  Deaths d;
+  std::vector<std::pair<int64_t, int32_t>> killed, ended;
+  bool all_dead = true, all_running = true;
+  std::set<std::string> senders;
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kMissing) continue;
+    if (!v.dead) {
+      all_dead = false;
+      continue;
+    }
+    (v.term_signal ? ended : killed).push_back({v.end_real_ns, v.rank});
+    (v.term_signal ? d.ended : d.killed).Add(v.rank);
+    if (v.term_signal) senders.insert(v.term_sender);
+    // How long it had been in its call when it ended (a SIGTERM's time is
+    // exact; else its last sign of life).
+    if (v.state == RankState::kInCall &&
+        (double(v.end_real_ns - v.current.begin_real_ns) / 1e9 >= kWaitingS || v.current.seconds >= kWaitingS)) {
+      all_running = false;
+    }
+    d.last_ns = std::max(d.last_ns, v.end_real_ns);
+  }
+  if (senders.size() == 1) d.ended_by = *senders.begin();
+  std::sort(killed.begin(), killed.end());
+  std::sort(ended.begin(), ended.end());
+  d.all_while_running = all_dead && (!killed.empty() || !ended.empty()) && all_running;
+  if (killed.empty()) return d;
+  const auto [t0, r0] = killed.front();
+  int64_t next = INT64_MAX;
+  if (killed.size() > 1) next = killed[1].first;
+  if (!ended.empty()) next = std::min(next, ended.front().first);
+  const bool alone = killed.size() == 1 && ended.empty() && !all_dead;  // the only death; the others live
+  const bool clearly = next != INT64_MAX && double(next - t0) / 1e9 > kResolutionS;
+  if (alone || clearly) {
+    d.first = r0;
+    d.first_ns = t0;
+    d.next_after_s = next == INT64_MAX ? -1 : double(next - t0) / 1e9;
+  }
+  return d;
+}
+
 // --- blame -------------------------------------------------------------------------------------
 
 void BlameContext::Blame(int32_t rank, const std::string& why) {
@@ -395,6 +457,11 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   } else if (culprit_is_odd || (f.mismatch_hang && !f.crash)) {
     v = Verdict::kMismatch;
     blame_odd_only();
+  } else if (ctx->deaths.all_while_running && ctx->deaths.first < 0 && d->mismatches.empty()) {
+    // Every process died while the job ran (none had waited in its call):
+    // where they were says nothing of a hang.
+    ctx->culprits.clear();
+    v = ctx->deaths.killed.Empty() ? Verdict::kNoHang : Verdict::kCrash;
   } else if (f.crash || (any_crash && ctx->culprits.empty()) || only_missing_blamed) {
     v = Verdict::kCrash;
   } else if (f.deadlock) {
@@ -412,7 +479,39 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
 
 // --- the summary ------------------------------------------------------------------------------
 
-std::string Summarize(const Job& job, const Diagnosis& d) {
+std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) {
+  // A culprit killed (no exit record, no SIGTERM): how the job went on.
+  if (d.verdict == Verdict::kCrash && !d.culprits.empty() && deaths.killed.Contains(d.culprits.front().rank)) {
+    const RankView& v = job.ranks[size_t(d.culprits.front().rank)];
+    std::string out = "rank " + std::to_string(v.rank) + " died " + (deaths.first == v.rank ? "first, " : "") +
+                      "without an exit record (SIGKILL, or the OOM killer?), at " + ClockTime(v.end_real_ns);
+    const int64_t later = !deaths.ended.Empty() ? [&] {
+      int64_t t = INT64_MAX;
+      for (int32_t r : deaths.ended.Ranks()) t = std::min(t, job.ranks[size_t(r)].end_real_ns);
+      return t;
+    }() : 0;
+    char after[32];
+    snprintf(after, sizeof(after), "%.1f s", std::max(0.0, double(later - v.end_real_ns) / 1e9));
+    if (!deaths.ended.Empty()) {
+      out += "; " + (deaths.ended_by.empty() ? std::string("a SIGTERM") : deaths.ended_by) + " ended the others " +
+             after + " later";
+    } else if (deaths.next_after_s >= 0 && deaths.first == v.rank) {
+      snprintf(after, sizeof(after), "%.1f s", deaths.next_after_s);
+      out += "; the others died " + std::string(after) + " later";
+    }
+    return out;
+  }
+  if (deaths.all_while_running && d.culprits.empty()) {
+    RankSet all = deaths.killed;
+    all.Merge(deaths.ended);
+    if (deaths.killed.Empty()) {
+      return "ranks " + all.Brief() + " were ended by SIGTERM" +
+             (deaths.ended_by.empty() ? "" : " from " + deaths.ended_by) + " at " + ClockTime(deaths.last_ns) +
+             " while the job ran: nothing was hung";
+    }
+    return "ranks " + all.Brief() + " all died without exit records (SIGKILL, or the OOM killer?) by " +
+           ClockTime(deaths.last_ns) + " while the job ran: nothing was hung";
+  }
   size_t in_call = 0;
   for (const Group& g : d.groups) in_call += g.state == RankState::kInCall ? g.ranks.Count() : 0;
   const bool all_moving = d.compared && in_call > 0 && !d.progressing.Empty() && [&] {
@@ -482,7 +581,8 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   WaitGraph graph = BuildWaitGraph(job, &classes);
   Components comps = FindComponents(graph, classes.groups);
   d.mismatches = FindMismatches(job);
-  BlameContext ctx{job, classes, graph, comps, d.mismatches, &d.cycles, {}, {}};
+  const Deaths deaths = FindDeaths(job);
+  BlameContext ctx{job, classes, graph, comps, d.mismatches, deaths, &d.cycles, {}, {}};
   ApplyBlameRules(&ctx);
   d.groups = classes.groups;
   d.verdict = DecideVerdict(job, &d, &ctx);
@@ -492,7 +592,23 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();
     return a.ranks.First() < b.ranks.First();
   });
-  d.summary = Summarize(job, d);
+  d.summary = Summarize(job, d, deaths);
+  // A job torn down after it hung: the diagnosis stands; say how it ended.
+  RankSet dead = deaths.killed;
+  dead.Merge(deaths.ended);
+  if (!deaths.all_while_running && deaths.first < 0 && !dead.Empty() && d.verdict != Verdict::kNoHang) {
+    std::string how;
+    if (!deaths.ended.Empty()) {
+      how = (deaths.ended.Count() == d.with_trace.Count() ? std::string("every rank") : "ranks " + deaths.ended.Brief()) +
+            " ended by SIGTERM" + (deaths.ended_by.empty() ? "" : " from " + deaths.ended_by);
+    }
+    if (!deaths.killed.Empty()) {
+      how += std::string(how.empty() ? "" : "; ") +
+             (deaths.killed.Count() == d.with_trace.Count() ? std::string("every rank") : "ranks " + deaths.killed.Brief()) +
+             " died without an exit record";
+    }
+    d.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
+  }
   return d;
 }
 

@@ -44,6 +44,7 @@ struct Diagnosis {
   RankSet with_trace, missing;
   Verdict verdict = Verdict::kNoHang;
   bool below = false;    // ranks all in one call that does not complete: below MPI
+  std::vector<std::string> notes;  // facts that qualify the verdict, one line each
   std::string summary;
   std::vector<Culprit> culprits;
   std::vector<Group> groups;          // biggest first

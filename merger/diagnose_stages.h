@@ -7,6 +7,7 @@
 //   BuildWaitGraph  who each class waits for; edges between classes
 //   FindComponents  strongly connected components: sinks and cycles
 //   FindMismatches  collectives whose members passed different arguments
+//   FindDeaths      processes that died without an exit record, and the first
 //   ApplyBlameRules the culprits, one named rule per kind of component
 //                   (blame_rules.cc, table kBlameRules)
 //   DecideVerdict   hang, deadlock, mismatch, crash or no-hang
@@ -52,6 +53,23 @@ Components FindComponents(const WaitGraph& graph, const std::vector<Group>& grou
 
 std::vector<Mismatch> FindMismatches(const Job& job);
 
+// Ranks whose processes died without an exit record, and which died first.
+struct Deaths {
+  RankSet killed;     // no exit record and no SIGTERM: SIGKILL, the OOM killer
+  RankSet ended;      // died of the SIGTERM they received (a launcher, a scheduler)
+  int32_t first = -1; // the rank that died clearly before the others, if one did
+  int64_t first_ns = 0;
+  double next_after_s = -1;  // how long after it the next died (-1: none did)
+  std::string ended_by;      // who sent the others' SIGTERM, when one sender did
+  // Every rank is dead, and none had waited in its call for long: the job was
+  // killed (or ended) while it ran, not while it hung.
+  bool all_while_running = false;
+  int64_t last_ns = 0;       // the last death
+};
+Deaths FindDeaths(const Job& job);
+// "14:03:07.512": a realtime ns in local time, to the millisecond.
+std::string ClockTime(int64_t real_ns);
+
 // What the blame rules found, for the verdict.
 struct Findings {
   bool deadlock = false;        // a cycle of point-to-point waits
@@ -68,6 +86,7 @@ struct BlameContext {
   const WaitGraph& graph;
   const Components& comps;
   const std::vector<Mismatch>& mismatches;
+  const Deaths& deaths;
   std::vector<std::vector<std::string>>* cycles;
   std::map<int32_t, Culprit> culprits;
   Findings found;
@@ -92,7 +111,7 @@ extern const size_t kNumBlameRules;
 void ApplyBlameRules(BlameContext* ctx);
 
 Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx);
-std::string Summarize(const Job& job, const Diagnosis& d);
+std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths);
 
 // "passes count 128 to MPI_Allreduce #33 on tp0 where the other members
 // pass 256": why an odd rank of a mismatch is a culprit.

@@ -218,6 +218,13 @@ class Loader {
     v.exit_code = p.exit_code;
     v.signal = p.signal;
     v.heartbeat_real_ns = p.heartbeat_real_ns;
+    v.term_signal = p.term_signal;
+    if (p.term_signal) {
+      const std::string who = BoundedString(p.term_sender, sizeof(p.term_sender));
+      v.term_sender = (who.empty() ? "pid " + std::to_string(p.term_sender_pid)
+                                   : who + " (pid " + std::to_string(p.term_sender_pid) + ")");
+      if (p.term_sender_pid <= 0) v.term_sender = "the kernel or an unknown sender";
+    }
     auto point = [&](const fmt::Record& r) {
       CallPoint c;
       c.valid = true;
@@ -274,6 +281,7 @@ class Loader {
       case fmt::ProcState::kCrashed: v.state = RankState::kCrashed; break;
       default:
         const Liveness live = dumped ? dumped->liveness : ProcessLiveness(s);
+        v.dead = live == Liveness::kGone || live == Liveness::kZombie;
         if (live == Liveness::kStopped) v.state = RankState::kStopped;
         else if (in) v.state = RankState::kInCall;
         else v.state = (live == Liveness::kGone || live == Liveness::kZombie) ? RankState::kGone : RankState::kCompute;
@@ -306,6 +314,11 @@ class Loader {
         if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
       }
     }
+    // The last moment the file shows the process alive.
+    uint64_t last_ticks = 0;
+    for (const Event& e : s.events) last_ticks = std::max(last_ticks, e.rec.ticks);
+    v.end_real_ns = p.term_signal ? s.TicksToRealNs(p.term_ticks)
+                                  : std::max(p.heartbeat_real_ns, last_ticks ? s.TicksToRealNs(last_ticks) : 0);
     for (const auto& [handle, r] : open_requests) {
       if (v.pending.size() < 16) v.pending.push_back(point(r));
     }

@@ -68,6 +68,13 @@ struct RankView {
   int32_t exit_code = 0, signal = 0;
   bool watchdog = false;
   int64_t heartbeat_real_ns = 0;  // the runtime's last sign of life
+  // Its process is gone without an exit record (in a call or not): killed.
+  bool dead = false;
+  int32_t term_signal = 0;        // the SIGTERM it received (0: none), from whom
+  std::string term_sender;        // "mpirun (pid 42)", "" unknown
+  // When it ended, or its last sign of life: the SIGTERM's arrival, else the
+  // later of its last heartbeat and its last record (realtime ns).
+  int64_t end_real_ns = 0;
   double silent_s = 0;            // heartbeat age against the job's newest one
   CallPoint current;        // the call it is in (kInCall)
   CallPoint previous;       // the last call it returned from before that

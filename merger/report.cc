@@ -57,6 +57,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
            ": " + c.why + "\n";
   }
   if (d.culprits.size() > 3) out += "  ... and " + std::to_string(d.culprits.size() - 3) + " more culprits (below)\n";
+  for (const std::string& n : d.notes) out += "  " + n + "\n";
   out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
          (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
 
@@ -190,6 +191,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   }
   j["cycles"] = d.cycles;
   j["progressing"] = d.progressing.ToString();
+  j["notes"] = d.notes;
   j["warnings"] = job.warnings;
   // Distinct stacks (innermost frame first), each with the ranks that have
   // it: the merged view without the tree.

@@ -142,7 +142,7 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
 enum class Liveness { kUnknown, kRunning, kStopped, kZombie, kGone };
 Liveness ProcessLiveness(const TraceSnapshot& s);
 
-// A runtime beats twice a second: this much silence means its process is
+// A runtime beats ten times a second: this much silence means its process is
 // stopped or wedged below the tracer (used by inspect, dump and analyze).
 inline constexpr double kHeartbeatStaleSeconds = 5.0;
 

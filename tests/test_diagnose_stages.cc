@@ -132,7 +132,8 @@ std::string RuleFor(Job& job, int32_t rank_in_component) {
   Components comps = FindComponents(g, c.groups);
   std::vector<Mismatch> mm = FindMismatches(job);
   std::vector<std::vector<std::string>> cycles;
-  BlameContext ctx{job, c, g, comps, mm, &cycles, {}, {}};
+  Deaths deaths = FindDeaths(job);
+  BlameContext ctx{job, c, g, comps, mm, deaths, &cycles, {}, {}};
   int comp = comps.of[size_t(c.class_of[size_t(rank_in_component)])];
   for (size_t r = 0; r < kNumBlameRules; ++r) {
     if (kBlameRules[r].applies(ctx, comp)) return kBlameRules[r].name;

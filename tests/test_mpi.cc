@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ using testing::TempDir;
 enum class Load { kLinked, kLate };
 
 ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const std::string& timeout = "120",
-                     double limit_s = 60, Load load = Load::kLinked) {
+                     double limit_s = 60, Load load = Load::kLinked, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(np), "--oversubscribe", HT_CLI, "run", "--dir",
                                    dir.path(), "--job", "job", "--timeout", timeout, "--"};
   if (load == Load::kLate) {
@@ -40,6 +41,7 @@ ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const 
   } else {
     argv.insert(argv.end(), {HT_MPI_PROG, mode});
   }
+  argv.insert(argv.end(), extra.begin(), extra.end());
   return RunProgram(argv, testing::kMpiAsRoot, limit_s);
 }
 
@@ -298,6 +300,108 @@ TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
   EXPECT_EQ(d.culprits[0].rank, 2);
   EXPECT_NE(d.culprits[0].why.find("is stopped"), std::string::npos) << d.culprits[0].why;
   EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
+}
+
+// The pids of the ranks of a running job, from their trace files.
+std::map<int, pid_t> RankPids(const TempDir& dir, int np) {
+  std::map<int, pid_t> out;
+  for (int i = 0; i < 200 && int(out.size()) < np; ++i) {
+    out.clear();
+    for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+      std::string err;
+      auto s = ReadTraceFile(f, &err, ReadOptions{false, false});
+      if (s && s->process.rank_source == uint8_t(fmt::RankSource::kMpi)) out[s->process.rank] = s->process.pid;
+    }
+    usleep(50000);
+  }
+  return out;
+}
+
+TEST(Mpi, ARankKilledFirstIsTheCulpritAndTheLauncherEndingTheOthersIsSaid) {
+  // What the OOM killer or a kill -9 does to one rank of a job: Open MPI
+  // then ends the others with SIGTERM. Every process is gone when the job
+  // is analyzed; it was reported as a hang below MPI.
+  TempDir dir;
+  pid_t job = fork();
+  if (job == 0) {
+    RunMpi(dir, 4, "loop", "120", 60);
+    _exit(0);
+  }
+  auto pids = RankPids(dir, 4);
+  ASSERT_EQ(pids.size(), 4u);
+  usleep(500000);  // well into the loop
+  kill(pids[2], SIGKILL);
+  waitpid(job, nullptr, 0);
+  Job j = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(j);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("crash")) << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 2);
+  EXPECT_NE(d.summary.find("rank 2 died first, without an exit record"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("ended the others"), std::string::npos) << d.summary;
+  EXPECT_EQ(d.summary.find("below MPI"), std::string::npos) << d.summary;
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(j.ranks[size_t(r)].term_signal, SIGTERM) << "rank " << r << " was ended by the launcher";
+  }
+  EXPECT_EQ(j.ranks[2].term_signal, 0);
+}
+
+TEST(Mpi, EveryRankKilledWhileRunningIsACrashNotAHang) {
+  TempDir dir;
+  pid_t job = fork();
+  if (job == 0) {
+    RunMpi(dir, 4, "loop", "120", 60);
+    _exit(0);
+  }
+  auto pids = RankPids(dir, 4);
+  ASSERT_EQ(pids.size(), 4u);
+  usleep(500000);
+  for (const auto& [rank, pid] : pids) kill(pid, SIGKILL);
+  waitpid(job, nullptr, 0);
+  Diagnosis d = Diagnose(LoadJob({dir.path()}));
+  EXPECT_EQ(VerdictName(d.verdict), std::string("crash")) << d.summary;
+  EXPECT_TRUE(d.culprits.empty()) << d.summary;
+  EXPECT_NE(d.summary.find("while the job ran: nothing was hung"), std::string::npos) << d.summary;
+}
+
+// A memory cgroup of its own (cgroup v2, else the v1 memory controller),
+// limited to `bytes`; "" when this machine does not let us make one.
+std::string MemoryCgroup(size_t bytes) {
+  const std::string name = "hangtrace-test-" + std::to_string(getpid());
+  for (const auto& [root, limit] : {std::pair<std::string, std::string>{"/sys/fs/cgroup/unified", "memory.max"},
+                                    {"/sys/fs/cgroup", "memory.max"},
+                                    {"/sys/fs/cgroup/memory", "memory.limit_in_bytes"}}) {
+    const std::string dir = root + "/" + name;
+    if (mkdir(dir.c_str(), 0755) != 0) continue;
+    // A cgroup file system makes cgroup.procs and the limit file itself; a
+    // plain folder (a tmpfs at /sys/fs/cgroup) would take any file.
+    if (access((dir + "/cgroup.procs").c_str(), W_OK) != 0 || access((dir + "/" + limit).c_str(), W_OK) != 0) {
+      rmdir(dir.c_str());
+      continue;
+    }
+    FILE* f = fopen((dir + "/" + limit).c_str(), "w");
+    if (f && fprintf(f, "%zu\n", bytes) > 0 && fclose(f) == 0) return dir;
+    if (f) fclose(f);
+    rmdir(dir.c_str());
+  }
+  return "";
+}
+
+TEST(Mpi, AnOomKilledRankIsTheCulprit) {
+  const std::string cg = MemoryCgroup(64 << 20);
+  if (cg.empty()) GTEST_SKIP() << "no memory cgroup can be made here";
+  // The kernel's OOM killer ends rank 1 (SIGKILL, no exit record); Open
+  // MPI then ends the others.
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, 3, "oom", "120", 60, Load::kLinked, {cg + "/cgroup.procs"});
+  rmdir(cg.c_str());
+  EXPECT_NE(r.exit_code, 0);
+  Job j = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(j);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("crash")) << d.summary << r.err;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("OOM killer"), std::string::npos) << d.culprits[0].why;
 }
 
 TEST(Mpi, AnalyzeTwiceSaysSlowNotHungForAJobThatMoves) {

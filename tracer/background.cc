@@ -19,7 +19,9 @@ namespace hangtrace {
 namespace {
 
 constexpr int64_t kTickNs = 100 * 1000000;       // wake-up period
-constexpr int64_t kHeartbeatNs = 500 * 1000000;  // at least twice a second
+// Every wake-up: when processes die, the order of their last heartbeats is
+// the order of their deaths to this precision.
+constexpr int64_t kHeartbeatNs = kTickNs;
 
 // Copies a thread's current call under its seqlock. False when it kept
 // changing (the owner is busy entering and leaving calls: not stuck).

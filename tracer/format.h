@@ -372,7 +372,15 @@ struct ProcessInfo {
   uint32_t python_version;  // PY_VERSION_HEX of the interpreter in the
                             // process (0: none seen); set by a capture
   uint32_t python_status;   // PythonStatus of the last Python capture
-  uint8_t reserved[248];
+  // The SIGTERM that asked the process to end, as it arrived: who sent it,
+  // and when. The process may still exit normally
+  // (its own handler); if it dies of it there is no exit record, and this
+  // tells a job ended by its launcher or scheduler from a rank killed first.
+  int32_t term_signal;      // 0: none received
+  int32_t term_sender_pid;  // siginfo si_pid (0: the kernel, or unknown)
+  uint64_t term_ticks;      // when it arrived
+  char term_sender[16];     // the sender's name (/proc/PID/comm), when readable
+  uint8_t reserved[216];
 };
 static_assert(offsetof(ProcessInfo, state) == 20);
 static_assert(offsetof(ProcessInfo, fault_addr) == 40);
@@ -381,6 +389,7 @@ static_assert(offsetof(ProcessInfo, clock) == 80);
 static_assert(offsetof(ProcessInfo, heartbeat_mono_ns) == 128);
 static_assert(offsetof(ProcessInfo, host) == 168);
 static_assert(offsetof(ProcessInfo, python_version) == 1096);
+static_assert(offsetof(ProcessInfo, term_signal) == 1104);
 static_assert(sizeof(ProcessInfo) == 1352);
 
 // ---------------------------------------------------------------------------

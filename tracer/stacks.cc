@@ -49,6 +49,10 @@ namespace {
 int StackSignal() { return SIGRTMAX - 5; }
 
 const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+// The signal launchers and schedulers end a job with (mpirun, slurmstepd,
+// scancel, a time limit): recorded, then handled as before. Not SIGINT:
+// CPython installs its KeyboardInterrupt handler only over the default one.
+const int kTermSignals[] = {SIGTERM};
 struct sigaction g_previous[65];
 volatile int g_in_crash = 0;
 
@@ -248,6 +252,66 @@ void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
   if (!info || info->si_code <= 0 || sig == SIGABRT) syscall(SYS_tgkill, getpid(), GetTid(), sig);
 }
 
+// Hands `sig` to the handler that was there before ours, or to the default
+// action (re-sent: it stays pending while this handler runs).
+void ChainToPrevious(int sig, siginfo_t* info, void* uc) {
+  const struct sigaction& prev = g_previous[sig];
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
+    prev.sa_sigaction(sig, info, uc);
+    return;
+  }
+  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  sigaction(sig, &prev, nullptr);
+  syscall(SYS_tgkill, getpid(), GetTid(), sig);
+}
+
+// A signal that asks the process to end: who sent it and when, into the
+// file (the first one only), then what the program would have done.
+void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
+  int saved_errno = errno;
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (f && f->process->term_signal == 0) {
+    fmt::ProcessInfo* p = f->process;
+    p->term_sender_pid = info && info->si_code <= 0 ? info->si_pid : 0;
+    p->term_ticks = NowTicks();
+    if (p->term_sender_pid > 0) {
+      char path[48];
+      snprintf(path, sizeof(path), "/proc/%d/comm", p->term_sender_pid);
+      char name[sizeof(p->term_sender)] = {};
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        ssize_t n = read(fd, name, sizeof(name) - 1);
+        close(fd);
+        if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+      }
+      memcpy(p->term_sender, name, sizeof(name));
+    }
+    UpdateClock(&p->clock);
+    __atomic_store_n(&p->term_signal, sig, __ATOMIC_RELEASE);
+  }
+  errno = saved_errno;
+  ChainToPrevious(sig, info, uc);
+}
+
+// Installs `handler` for `sig` unless the program ignores it or it is ours
+// already; remembers the handler it replaces.
+void Install(int sig, void (*handler)(int, siginfo_t*, void*), int flags) {
+  struct sigaction old;
+  if (sigaction(sig, nullptr, &old) != 0) return;
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) return;  // keep ignored
+  if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == handler) return;
+  g_previous[sig] = old;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = flags;
+  sa.sa_sigaction = handler;
+  sigaction(sig, &sa, nullptr);
+}
+
 }  // namespace
 
 void InstallSignalHandlers() {
@@ -259,16 +323,8 @@ void InstallSignalHandlers() {
   sa.sa_sigaction = StackSignalHandler;
   sigaction(StackSignal(), &sa, nullptr);
 
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sa.sa_sigaction = FatalSignalHandler;
-  for (int sig : kFatalSignals) {
-    struct sigaction old;
-    if (sigaction(sig, nullptr, &old) != 0) continue;
-    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;  // keep ignored
-    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == FatalSignalHandler) continue;
-    g_previous[sig] = old;
-    sigaction(sig, &sa, nullptr);
-  }
+  for (int sig : kFatalSignals) Install(sig, FatalSignalHandler, SA_SIGINFO | SA_ONSTACK);
+  for (int sig : kTermSignals) Install(sig, TermSignalHandler, SA_SIGINFO | SA_RESTART);
 }
 
 int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {

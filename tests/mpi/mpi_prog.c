@@ -15,6 +15,8 @@
  *             enter; the others die of SIGALRM after 15 s (the stopped rank
  *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
+ *   oom PROCS rank 1 joins the memory cgroup PROCS and eats memory until the
+ *                OOM killer ends it; the others wait in a barrier
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -193,6 +195,23 @@ __attribute__((noinline)) static void loop(int n) {
   if (rank == 0) printf("ns_per_allreduce %.1f\n", ns);
 }
 
+/* Rank 1 joins the memory cgroup `procs` (a cgroup.procs file) and takes
+ * memory until the kernel's OOM killer ends it; the others wait for it in
+ * a barrier. */
+__attribute__((noinline)) static void oom(const char* procs) {
+  if (rank == 1) {
+    FILE* f = fopen(procs, "w");
+    check(f != NULL, "cgroup.procs");
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    for (;;) {
+      char* p = malloc(8 << 20);
+      if (p) memset(p, 1, 8 << 20);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "families";
   int provided;
@@ -206,6 +225,7 @@ int main(int argc, char** argv) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     threads();
   } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
+  else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
   else check(0, "unknown mode");
   MPI_Finalize();
   return 0;
