@@ -31,12 +31,18 @@ std::string DescribeCall(const Job& job, const CallPoint& c) {
   std::string out = job.names[c.name];
   if (c.seq) out += " #" + std::to_string(c.seq);
   if (c.comm >= 0) out += " on " + job.comms[size_t(c.comm)].label;
+  // Peers and roots as world ranks, what people count in; the rank inside
+  // the communicator only when the world rank is not known.
   if (c.peer >= 0) {
-    out += (c.call_flags & fmt::kCallRooted) ? " root " + std::to_string(c.peer) : " peer " + std::to_string(c.peer);
-    int32_t world = job.CommByRank(c.comm, c.peer);
-    if (world >= 0 && world != c.peer) out += " (rank " + std::to_string(world) + ")";
+    const int32_t world = job.CommByRank(c.comm, c.peer);
+    const std::string who = world >= 0 ? "rank " + std::to_string(world)
+                                       : std::to_string(c.peer) + " of " + (c.comm >= 0 ? job.comms[size_t(c.comm)].label : "its comm");
+    if (c.call_flags & fmt::kCallRooted) out += " root " + who;
+    else if (c.op == fmt::Op::kSend) out += " to " + who;
+    else if (c.op == fmt::Op::kRecv || c.op == fmt::Op::kProbe) out += " from " + who;
+    else out += " peer " + who;
   }
-  if (c.peer == fmt::kAnyPeer) out += " peer ANY";
+  if (c.peer == fmt::kAnyPeer) out += " from ANY";
   if ((c.call_flags & fmt::kCallP2p) && c.tag >= 0) out += " tag " + std::to_string(c.tag);
   if (c.kernel >= 0) out += " kernel " + job.names[size_t(c.kernel)];
   if (c.on_device) out += " [enqueued; the device never finished it]";
@@ -393,7 +399,24 @@ std::string BlameContext::NeverEntered(int32_t rank) const {
   if (!best) return "is waited for";
   CallPoint call = best->call;
   call.on_device = false;  // what it never entered is the call itself
-  return "never entered " + DescribeCall(job, call);
+  if (IsCollective(call) || call.op == fmt::Op::kWait || (call.call_flags & fmt::kCallFinalize) ||
+      call.op == fmt::Op::kCommMgmt) {
+    return "never entered " + DescribeCall(job, call);
+  }
+  // A point-to-point wait is for the peer's half of the message: say which
+  // rank waits, and in what, from the waiter's side.
+  const std::string who = best->ranks.Count() == 1 ? "rank " + best->ranks.ToString() : "ranks " + best->ranks.Brief();
+  const std::string tag = call.tag >= 0 ? " tag " + std::to_string(call.tag) : "";
+  const std::string comm = call.comm >= 0 ? " on " + job.comms[size_t(call.comm)].label : "";
+  switch (call.op) {
+    case fmt::Op::kSend:
+      return "never received what " + who + " sends in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
+    case fmt::Op::kRecv:
+    case fmt::Op::kProbe:
+      return "never sent what " + who + " waits for in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
+    default:
+      return "never answered " + who + " in " + DescribeCall(job, call);
+  }
 }
 
 void ApplyBlameRules(BlameContext* ctx) {
@@ -546,19 +569,15 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
       for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
       if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
     }
-    if (victims) {
-      return std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
-             (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
-                                          : "ranks " + victims->ranks.Brief() + " wait in ") +
-             DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame) + "; " + who + " " +
-             d.culprits.front().why;
-    }
-    return who + " " + d.culprits.front().why;
+    // The culprit first, in a few words (its reason's first clause); who
+    // waits for it is the next line (Diagnosis::notes).
+    const std::string& why = d.culprits.front().why;
+    return who + " " + why.substr(0, why.find("; "));
   }
   if (!d.groups.empty() && d.groups.front().state == RankState::kInCall && d.below) {
     const Group& g = d.groups.front();
-    return "ranks " + g.ranks.Brief() + " are all in " + DescribeCall(job, g.call) +
-           " and it does not complete: below MPI (network, device or library), not a rank";
+    return DescribeCall(job, g.call) + " does not complete though ranks " + g.ranks.Brief(24) +
+           " are all in it: the problem is below MPI (network, device, library), not a rank";
   }
   return std::to_string(in_call) + " ranks are in traced calls; no rank is waited for";
 }
@@ -593,6 +612,37 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     return a.ranks.First() < b.ranks.First();
   });
   d.summary = Summarize(job, d, deaths);
+  // Who waits for the culprits, on the line after the verdict.
+  if (!d.culprits.empty() && d.verdict != Verdict::kDeadlock) {
+    RankSet c;
+    for (const Culprit& k : d.culprits) c.Add(k.rank);
+    const Group* victims = nullptr;
+    size_t in_call = 0;
+    for (const Group& g : d.groups) {
+      if (g.state != RankState::kInCall) continue;
+      in_call += g.ranks.Count();
+      if (g.ranks.Contains(c.First())) continue;
+      bool waits = false;
+      for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
+      if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
+    }
+    if (victims) {
+      d.notes.push_back(std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
+                        (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
+                                                     : "ranks " + victims->ranks.Brief() + " wait in ") +
+                        DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame));
+    }
+  }
+  // The verdict's line stays short: what does not fit goes on the next.
+  constexpr size_t kVerdictWidth = 150;
+  if (d.summary.size() > kVerdictWidth) {
+    size_t cut = d.summary.rfind("; ", kVerdictWidth);
+    if (cut == std::string::npos || cut < 40) cut = d.summary.rfind(' ', kVerdictWidth);
+    if (cut != std::string::npos && cut > 40) {
+      d.notes.insert(d.notes.begin(), d.summary.substr(cut + (d.summary[cut] == ';' ? 2 : 1)));
+      d.summary = d.summary.substr(0, cut);
+    }
+  }
   // A job torn down after it hung: the diagnosis stands; say how it ended.
   RankSet dead = deaths.killed;
   dead.Merge(deaths.ended);

@@ -117,6 +117,8 @@ TEST_P(Golden, DiagnosisMatchesTheTruth) {
   std::string verdict = VerdictName(d.verdict);
   for (char& ch : verdict) ch = char(toupper(ch));
   EXPECT_EQ(text.rfind("hangtrace: " + verdict + ": ", 0), 0u) << text;
+  // The verdict's line is a sentence a tired person reads once: short.
+  EXPECT_LE(text.find('\n'), 175u) << text.substr(0, text.find('\n'));
   if (!d.culprits.empty()) {
     std::string first_lines;
     size_t pos = 0;

@@ -107,10 +107,13 @@ TEST(PythonMpi, SeedHangInMpi4pyIsDiagnosedWithPythonLines) {
       EXPECT_EQ(PyAt(f), "train_step:" + std::to_string(at.at("done"))) << "rank " << v.rank;
     }
   }
-  // The summary names the waiting rank's Python function too.
-  EXPECT_NE(d.summary.find("at _aggregate_total_loss (seed_hang.py:" + std::to_string(at.at("bcast")) + ")"),
+  // The line after the verdict names the waiting rank's Python function too.
+  std::string notes;
+  for (const std::string& n : d.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("rank 2 waits in MPI_Bcast #3 on pp1 root rank 3 at _aggregate_total_loss (seed_hang.py:" +
+                       std::to_string(at.at("bcast")) + ")"),
             std::string::npos)
-      << d.summary;
+      << notes;
   // The merged stack tree is mixed: Python frames between native ones.
   std::string tree = StackTreeText(MergeStacks(job));
   EXPECT_NE(tree.find("main (seed_hang.py:"), std::string::npos) << tree;
