@@ -1,6 +1,9 @@
 // The runtime as users get it: libhangtrace.so preloaded into a separate
 // program (tests/progs/traced_prog.c), whose trace file is then read.
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <filesystem>
+#include <sys/stat.h>
 
 #include <map>
 #include <signal.h>
@@ -52,6 +55,88 @@ bool StackHas(const std::vector<Frame>& frames, const std::string& func) {
     if (f.func == func) return true;
   }
   return false;
+}
+
+// Another Unix user than the one running the tests (nobody).
+constexpr uid_t kOtherUser = 65534;
+
+struct FolderCase {
+  const char* what;
+  std::string expect;  // in the one stderr line; "" when it must trace
+};
+
+TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
+  // The default folder is /dev/shm/hangtrace-$USER, in a folder everyone
+  // may write: another user can create it first, or plant a link there.
+  const std::string user = "hangtrace-test-" + std::to_string(getpid());
+  const std::string home = "/dev/shm/hangtrace-" + user;
+  TempDir elsewhere;  // a folder the other user owns
+  chown(elsewhere.path().c_str(), kOtherUser, kOtherUser);
+  chmod(elsewhere.path().c_str(), 0777);
+  auto run = [&](const char* what) {
+    ProgramResult r = RunProgram({HT_PROG, "events", "3"}, {{"LD_PRELOAD", HT_PRELOAD}, {"USER", user},
+                                                            {"HANGTRACE_JOB", "job"}});
+    EXPECT_EQ(r.exit_code, 0) << what << ": the program must run as untraced: " << r.err;
+    return r;
+  };
+  auto reset = [&] {
+    unlink(home.c_str());
+    std::filesystem::remove_all(home);
+  };
+  // 1. A link planted in our name.
+  reset();
+  ASSERT_EQ(symlink(elsewhere.path().c_str(), home.c_str()), 0);
+  lchown(home.c_str(), kOtherUser, kOtherUser);
+  ProgramResult r = run("link");
+  EXPECT_NE(r.err.find(home + " is not a folder of its own"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("traced=0"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path())) << "a file went through the planted link";
+  // 2. A real folder, created by the other user.
+  reset();
+  ASSERT_EQ(mkdir(home.c_str(), 0777), 0);
+  chown(home.c_str(), kOtherUser, kOtherUser);
+  r = run("theirs");
+  EXPECT_NE(r.err.find("belongs to uid 65534"), std::string::npos) << r.err;
+  // 3. Ours, but open to others.
+  reset();
+  ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  chmod(home.c_str(), 0777);
+  r = run("open");
+  EXPECT_NE(r.err.find("has mode 777"), std::string::npos) << r.err;
+  // 4. None yet: made 0700, the job's folder 0700, the file 0600.
+  reset();
+  r = run("fresh");
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("traced=1"), std::string::npos) << r.out;
+  struct stat st;
+  ASSERT_EQ(lstat(home.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(lstat((home + "/job").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  auto files = ListTraceFiles(home);
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(lstat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // 5. A link planted as the job's folder, inside ours (ours again).
+  std::filesystem::remove_all(home + "/job");
+  ASSERT_EQ(symlink(elsewhere.path().c_str(), (home + "/job").c_str()), 0);
+  r = run("job link");
+  EXPECT_NE(r.err.find("/job is not a folder of its own"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  reset();
+}
+
+TEST(Runtime, ANamedTraceFolderOthersMayWriteIsRefused) {
+  TempDir dir;
+  chmod(dir.path().c_str(), 0777);
+  ProgramResult r = RunTraced(dir, {"events", "3"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("others may write in it"), std::string::npos) << r.err;
+  chmod(dir.path().c_str(), 0755);  // a named folder may be readable: the job's folder below is 0700
+  r = RunTraced(dir, {"events", "3"});
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(ListTraceFiles(dir.path()).size(), 1u);
 }
 
 TEST(Runtime, DlsymRtldNextIsAnsweredForTheCaller) {

@@ -114,29 +114,67 @@ void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
   __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kRunning), __ATOMIC_RELEASE);
 }
 
-// mkdir -p with mode 0700 for the folders we create.
-bool MakeDirs(const std::string& path, std::string* err) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
+// The folders trace files go to, opened so that nobody else can redirect
+// them (like ssh-agent's and tmux's sockets): the per-user default folder in
+// the shared /dev/shm must be a real folder, not a link, owned by us and
+// closed to group and others; so must the job's subfolder, which the
+// runtime makes itself (0700). A folder named by HANGTRACE_DIR may be
+// reached through links the user set up, but must be ours and writable by
+// no one else. Anything else: trace nothing, and say why (fail open).
+// Returns an fd of the folder (O_DIRECTORY) or -1 with `err`.
+int OpenTrustedDir(int parent, const std::string& name, const std::string& shown, bool follow, bool private_only,
+                   std::string* err) {
+  if (mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    *err = "cannot create folder " + shown + ": " + strerror(errno);
+    return -1;
+  }
+  int fd = openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    *err = shown + (errno == ELOOP || errno == ENOTDIR ? " is not a folder of its own (a link, or a file): refused"
+                                                       : std::string(": ") + strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *err = shown + " is not a folder";
+  } else if (st.st_uid != geteuid()) {
+    *err = shown + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user: refused";
+  } else if (st.st_mode & (private_only ? 077 : 022)) {
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%03o", unsigned(st.st_mode & 0777));
+    *err = shown + " has mode " + mode + (private_only ? ": group and others may enter it" : ": others may write in it") +
+           "; refused (chmod 700 it, or remove it)";
+  } else {
+    return fd;
+  }
+  close(fd);
+  return -1;
+}
+
+// mkdir -p for the folders above a HANGTRACE_DIR the user named (0700 when
+// we create them); they are the user's choice and not checked.
+bool MakeParents(const std::string& path, std::string* err) {
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    const std::string cur = path.substr(0, pos);
     if (mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
       *err = "cannot create folder " + cur + ": " + strerror(errno);
       return false;
     }
   }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *err = path + " is not a folder";
-    return false;
-  }
-  if (access(path.c_str(), W_OK | X_OK) != 0) {
-    *err = "folder " + path + " is not writable: " + strerror(errno);
-    return false;
-  }
   return true;
+}
+
+// The job's folder: DIR/JOB, both checked (OpenTrustedDir).
+int OpenJobDir(const Config& c, std::string* err) {
+  std::string base = c.dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const bool named = getenv("HANGTRACE_DIR") && *getenv("HANGTRACE_DIR");
+  if (!MakeParents(base, err)) return -1;
+  int base_fd = OpenTrustedDir(AT_FDCWD, base, base, /*follow=*/named, /*private_only=*/!named, err);
+  if (base_fd < 0) return -1;
+  int job_fd = OpenTrustedDir(base_fd, c.job, base + "/" + c.job, false, true, err);
+  close(base_fd);
+  return job_fd;
 }
 
 // A file with our name already exists. If it is this very process before an
@@ -156,23 +194,26 @@ void MarkExecedPredecessor(int fd, const fmt::ProcessInfo& me) {
   (void)!pwrite(fd, &execed, sizeof(execed), off + off_t(offsetof(fmt::ProcessInfo, state)));
 }
 
-// Opens a fresh file named after host and pid in `dir`; O_EXCL so two
-// processes (or an exec'ed image and its predecessor) never share one.
-int OpenNewFile(const std::string& dir, const fmt::ProcessInfo& me, char* path_out, size_t cap,
+// Opens a fresh file named after host and pid in the folder `dir_fd`
+// (shown as `dir`); O_EXCL so two processes (or an exec'ed image and its
+// predecessor) never share one, O_NOFOLLOW so a planted link is never used.
+int OpenNewFile(int dir_fd, const std::string& dir, const fmt::ProcessInfo& me, char* path_out, size_t cap,
                 std::string* err) {
   for (int k = 0; k < 100; ++k) {
+    char name[128];
     if (k == 0) {
-      snprintf(path_out, cap, "%s/%s.%d.htrace", dir.c_str(), me.host, me.pid);
+      snprintf(name, sizeof(name), "%s.%d.htrace", me.host, me.pid);
     } else {
-      snprintf(path_out, cap, "%s/%s.%d.%d.htrace", dir.c_str(), me.host, me.pid, k);
+      snprintf(name, sizeof(name), "%s.%d.%d.htrace", me.host, me.pid, k);
     }
-    int fd = open(path_out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    snprintf(path_out, cap, "%s/%s", dir.c_str(), name);
+    int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) return fd;
     if (errno != EEXIST) {
       *err = std::string("cannot create ") + path_out + ": " + strerror(errno);
       return -1;
     }
-    int old = open(path_out, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    int old = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (old >= 0) {
       MarkExecedPredecessor(old, me);
       close(old);
@@ -187,14 +228,16 @@ int OpenNewFile(const std::string& dir, const fmt::ProcessInfo& me, char* path_o
 // SIGBUS in the traced program later; each lane is allocated on attach.
 bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   std::string dir = c.dir + "/" + c.job;
-  if (!MakeDirs(dir, err)) return false;
+  const int dir_fd = OpenJobDir(c, err);
+  if (dir_fd < 0) return false;
 
   fmt::ProcessInfo probe{};
   probe.pid = getpid();
   probe.proc_start_time = ProcStartTime();
   ReadBootId(probe.boot_id);
   gethostname(probe.host, sizeof(probe.host) - 1);
-  int fd = OpenNewFile(dir, probe, f->path, sizeof(f->path), err);
+  int fd = OpenNewFile(dir_fd, dir, probe, f->path, sizeof(f->path), err);
+  close(dir_fd);
   if (fd < 0) return false;
 
   fmt::Capacities caps;
