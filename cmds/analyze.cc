@@ -56,7 +56,7 @@ int AnalyzeCommand(int argc, char** argv) {
   }
   Diagnosis d = Diagnose(job, interval > 0 ? &earlier : nullptr);
   if (format == "json") {
-    printf("%s\n", JsonReport(job, d).dump(2).c_str());
+    printf("%s\n", JsonText(JsonReport(job, d), 2).c_str());
   } else {
     fputs(TextReport(job, d).c_str(), stdout);
   }

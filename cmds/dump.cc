@@ -32,6 +32,7 @@
 #include "dump/native_stacks.h"
 #include "merger/rank_set.h"
 #include "merger/node_dump.h"
+#include "merger/report.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
 #include "tracer/format.h"
@@ -41,25 +42,84 @@ namespace {
 
 using json = nlohmann::json;
 
+// The dump may run as root in folders other users can write (a shared
+// --out, /dev/shm): it never follows a link it did not name itself, writes
+// only into its own folder (OUT/<host>, 0700) files it creates (0600,
+// O_EXCL), and copies only files owned by the user of the process they
+// describe.
+
+// OUT/<host>: made 0700, or reused when it is a real folder of ours.
+int OpenNodeDir(const std::string& out, const std::string& host, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);  // the user's choice: followed
+  if (ec) {
+    *error = "cannot create " + out + ": " + ec.message();
+    return -1;
+  }
+  int out_fd = open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (out_fd < 0) {
+    *error = out + ": " + strerror(errno);
+    return -1;
+  }
+  const std::string shown = out + "/" + host;
+  if (mkdirat(out_fd, host.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + shown + ": " + strerror(errno);
+    close(out_fd);
+    return -1;
+  }
+  int fd = openat(out_fd, host.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  close(out_fd);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *error = shown + " is not a folder of its own (a link, or a file): refused";
+  } else if (st.st_uid != geteuid()) {
+    *error = shown + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user: refused";
+  } else {
+    fchmod(fd, 0700);
+    return fd;
+  }
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// A new file `name` in our folder `dir_fd`, 0600; one left by an earlier
+// dump is replaced (unlinked, never written through).
+int CreateIn(int dir_fd, const std::string& name) {
+  if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) return -1;
+  return openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+// The uid of a live process, or -1.
+int64_t ProcessUid(pid_t pid) {
+  struct stat st;
+  return pid > 0 && stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? int64_t(st.st_uid) : -1;
+}
+
 // Copies a trace file keeping it sparse: only the data extents (SEEK_DATA /
 // SEEK_HOLE), so a 256 MiB ring of which a few lanes are used costs what
 // they hold. The copy is the snapshot the analysis reads; the reader
 // accepts only records whose commit word checks, so a record being written
-// during the copy is skipped, never misread.
-bool SparseCopy(const std::string& from, const std::string& to, std::string* error) {
-  int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+// during the copy is skipped, never misread. `owner`: the uid the file must
+// belong to.
+bool SparseCopy(const std::string& from, int64_t owner, int dir_fd, const std::string& name, std::string* error) {
+  int in = open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) {
     *error = from + ": " + strerror(errno);
     return false;
   }
-  int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (out < 0) {
-    *error = to + ": " + strerror(errno);
+  struct stat st;
+  if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || int64_t(st.st_uid) != owner) {
+    *error = from + (S_ISREG(st.st_mode) ? ": belongs to uid " + std::to_string(st.st_uid) + ", not to the user of its process"
+                                         : std::string(": not a regular file")) + "; not copied";
     close(in);
     return false;
   }
-  struct stat st;
-  fstat(in, &st);
+  int out = CreateIn(dir_fd, name);
+  if (out < 0) {
+    *error = name + ": " + strerror(errno);
+    close(in);
+    return false;
+  }
   std::vector<char> buf(1 << 20);
   bool ok = ftruncate(out, st.st_size) == 0;
   off_t pos = 0;
@@ -76,7 +136,7 @@ bool SparseCopy(const std::string& from, const std::string& to, std::string* err
     }
     pos = hole;
   }
-  if (!ok) *error = to + ": " + strerror(errno);
+  if (!ok) *error = name + ": " + strerror(errno);
   close(in);
   close(out);
   return ok;
@@ -103,6 +163,7 @@ struct Target {
   double heartbeat_age_s = -1;
   bool python = false;  // its runtime saw a CPython interpreter, and captures stacks
   bool answered = false;  // it captured its own stacks on our request
+  int64_t owner = -1;     // the uid its trace file must belong to
 };
 
 // Asks every running traced CPython process for a capture round of its own
@@ -121,9 +182,14 @@ void RequestCaptures(std::vector<Target>& targets, double timeout_s) {
   std::vector<Asked> asked;
   for (Target& t : targets) {
     if (!t.python || t.live != Liveness::kRunning || t.trace.empty()) continue;
-    int fd = open(t.trace.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(t.trace.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     uint32_t answered = 0;
     if (fd < 0) continue;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || int64_t(st.st_uid) != t.owner) {
+      close(fd);  // written only when it is its process's own file
+      continue;
+    }
     if (pread(fd, &answered, sizeof(answered), kAnswered) != ssize_t(sizeof(answered)) ||
         pwrite(fd, &(answered += 1), sizeof(answered), kRequest) != ssize_t(sizeof(answered))) {
       close(fd);
@@ -187,10 +253,10 @@ int DumpCommand(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string host = Hostname();  // also what the runtime wrote into each file
   const std::string node_dir = out + "/" + host;
-  std::error_code ec;
-  std::filesystem::create_directories(node_dir, ec);
-  if (ec) {
-    fprintf(stderr, "hangtrace dump: cannot create %s: %s\n", node_dir.c_str(), ec.message().c_str());
+  std::string dir_error;
+  const int node_fd = OpenNodeDir(out, host, &dir_error);
+  if (node_fd < 0) {
+    fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
     return 1;
   }
 
@@ -199,7 +265,7 @@ int DumpCommand(int argc, char** argv) {
   std::vector<std::string> warnings;
   const std::string job_dir = dir + "/" + job;
   std::string find_error;
-  std::vector<std::string> files = FindTraceFiles(job_dir, &find_error);
+  std::vector<std::string> files = FindTraceFiles(job_dir, &find_error, &warnings);
   if (!find_error.empty() && pids.empty()) {
     fprintf(stderr, "hangtrace dump: %s (no trace files of job %s on %s; --dir/--job, or --pid)\n",
             find_error.c_str(), job.c_str(), host.c_str());
@@ -213,7 +279,10 @@ int DumpCommand(int argc, char** argv) {
     t.trace = f;
     t.copy = std::filesystem::path(f).filename().string();
     if (!s) {
-      warnings.push_back(err);  // copied anyway: the analysis says what is wrong with it
+      // Copied when it is ours (the analysis says what is wrong with it);
+      // another user's file that is no trace file is none of our business.
+      warnings.push_back(err);
+      t.owner = geteuid();
       targets.push_back(t);
       continue;
     }
@@ -224,6 +293,8 @@ int DumpCommand(int argc, char** argv) {
     t.pid = s->process.pid;
     t.rank = s->process.rank;
     t.live = ProcessLiveness(*s);
+    // The file must belong to its process's user (a dead one's: to ours).
+    t.owner = t.live == Liveness::kRunning || t.live == Liveness::kStopped ? ProcessUid(t.pid) : int64_t(geteuid());
     // A CPython process whose runtime may capture stacks (it can be asked).
     t.python = s->process.python_version != 0 && (s->header.features & fmt::kFeatStacks);
     if (s->process.heartbeat_real_ns) {
@@ -236,7 +307,7 @@ int DumpCommand(int argc, char** argv) {
   for (int pid : pids) {
     bool known = false;
     for (const Target& t : targets) known |= t.pid == pid;
-    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1, false});
+    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1, false, false, ProcessUid(pid)});
   }
   if (targets.empty()) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
@@ -250,7 +321,7 @@ int DumpCommand(int argc, char** argv) {
   for (Target& t : targets) {
     if (t.trace.empty()) continue;
     std::string err;
-    if (!SparseCopy(t.trace, node_dir + "/" + t.copy, &err)) warnings.push_back("cannot copy " + err);
+    if (!SparseCopy(t.trace, t.owner, node_fd, t.copy, &err)) warnings.push_back("cannot copy " + err);
   }
   std::vector<ProcessStacks> stacks(targets.size());
   if (!no_stacks) {
@@ -321,7 +392,13 @@ int DumpCommand(int argc, char** argv) {
   node.warnings = warnings;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   node.seconds = seconds;
-  std::ofstream(node_dir + "/" + kNodeFile) << NodeToJson(node).dump(1) << "\n";
+  const std::string text = JsonText(NodeToJson(node), 1) + "\n";
+  int node_json = CreateIn(node_fd, kNodeFile);
+  if (node_json < 0 || write(node_json, text.data(), text.size()) != ssize_t(text.size())) {
+    fprintf(stderr, "hangtrace dump: cannot write %s/%s: %s\n", node_dir.c_str(), kNodeFile, strerror(errno));
+  }
+  if (node_json >= 0) close(node_json);
+  close(node_fd);
 
   if (!quiet) {
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());

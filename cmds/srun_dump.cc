@@ -220,7 +220,7 @@ int SrunDumpCommand(int argc, char** argv) {
   if (format == "json") {
     nlohmann::json j = JsonReport(job, d);
     j["dump"] = {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}};
-    printf("%s\n", j.dump(2).c_str());
+    printf("%s\n", JsonText(j, 2).c_str());
   } else {
     fputs(TextReport(job, d).c_str(), stdout);
   }

@@ -74,7 +74,9 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         ctx.found.missing_blamed = true;
         break;
       case RankState::kCrashed:
-        why = "crashed with " + SignalName(v.signal) + "; " + ctx.NeverEntered(r);
+        why = "crashed with " + SignalName(v.signal) +
+              (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : std::string()) + "; " +
+              ctx.NeverEntered(r);
         ctx.found.crash = true;
         break;
       case RankState::kGone:
@@ -135,6 +137,19 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
     if (m.comm == k.call.comm && m.seq == k.call.seq) {
       for (int32_t r : m.odd.Ranks()) ctx.Blame(r, MismatchWhy(ctx.job, m, r));
       explained = ctx.found.mismatch_hang = true;
+    }
+  }
+  // A member that crashed (a fatal signal, recorded) inside this very call:
+  // the others entered it and wait for its part.
+  if (!explained) {
+    for (int32_t r : ctx.job.Members(k.call.comm)) {
+      const RankView& v = ctx.job.ranks[size_t(r)];
+      if (v.state != RankState::kCrashed || !v.current.valid || v.current.comm != k.call.comm ||
+          v.current.seq != k.call.seq) {
+        continue;
+      }
+      ctx.Blame(r, "crashed with " + SignalName(v.signal) + " inside " + DescribeCall(ctx.job, v.current));
+      explained = ctx.found.crash = true;
     }
   }
   // A member killed inside the call (no exit record, no SIGTERM) while the

@@ -205,7 +205,14 @@ class Loader {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < s.calls.size(); ++i) call_map[i] = job_->Intern(s.calls[i].name);
       for (size_t i = 0; i < s.comms.size(); ++i) {
-        if (s.comm_valid[i]) comm_map[i] = AddComm(s.comms[i], p.rank);
+        if (!s.comm_valid[i]) continue;
+        const fmt::CommEntry& e = s.comms[i].entry;
+        if (e.size < 0 || e.size > kMaxRanks || e.my_index >= e.size) {
+          out->warnings.push_back(path + ": communicator " + HexId(e.id) + " claims " + std::to_string(e.size) +
+                                  " members (index " + std::to_string(e.my_index) + "): damaged; ignored");
+          continue;
+        }
+        comm_map[i] = AddComm(s.comms[i], p.rank);
       }
       job_->world_size = std::max(job_->world_size, std::max(p.world_size, p.rank + 1));
     }
@@ -472,7 +479,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   std::vector<std::string> files;
   for (const std::string& p : paths) {
     std::string err;
-    std::vector<std::string> found = FindTraceFiles(p, &err);
+    std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings);
     if (!err.empty()) job.warnings.push_back(err);
     else if (found.empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
     files.insert(files.end(), found.begin(), found.end());

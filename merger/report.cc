@@ -47,6 +47,10 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
+std::string JsonText(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
   // The first lines: verdict, culprits, coverage.
@@ -300,7 +304,7 @@ bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const nlohmann::json& e) {
-    out << (first ? "" : ",\n") << e.dump();
+    out << (first ? "" : ",\n") << JsonText(e);
     first = false;
   };
   for (const std::string& p : paths) {

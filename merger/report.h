@@ -13,6 +13,9 @@
 namespace hangtrace {
 
 std::string TextReport(const Job& job, const Diagnosis& d);
+// JSON as text; strings from trace files that are not UTF-8 (a damaged
+// label, a host name) are written with U+FFFD instead of failing.
+std::string JsonText(const nlohmann::json& j, int indent = -1);
 
 nlohmann::json JsonReport(const Job& job, const Diagnosis& d);
 

@@ -142,7 +142,8 @@ std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceS
     python.back().second.push_back(f);
   }
   for (auto& [tid, frames] : python) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& t) { return tid && t.first == tid; });
+    const uint32_t want = tid;  // (a structured binding cannot be captured before C++20 compilers catch up)
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& t) { return want && t.first == want; });
     if (it == out.end()) {
       out.push_back({tid, {}});
       it = out.end() - 1;

@@ -345,7 +345,8 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
 
 std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
                                            const ReadOptions& options) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a fifo in place of a file must not hang the reader.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *error = path + ": cannot open: " + strerror(errno);
     return std::nullopt;
@@ -373,28 +374,69 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
   return snap;
 }
 
-std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error) {
+std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
+                                        std::vector<std::string>* warnings) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
+  auto warn = [&](const std::string& w) {
+    if (warnings) warnings->push_back(w);
+  };
+  // The path itself is the user's choice: followed if it is a link.
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) {
-    *error = path + ": no such file or folder";
+    *error = path + ": " + (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file or folder");
     return out;
   }
   if (fs::is_regular_file(st)) {
     out.push_back(path);
     return out;
   }
-  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    if (it.depth() > 2) {
-      it.disable_recursion_pending();
+  if (!fs::is_directory(st)) {
+    *error = path + ": not a trace file or a folder";
+    return out;
+  }
+  // Inside it nothing is followed: a link, a fifo or a device named
+  // *.htrace is skipped with one warning, a folder that cannot be read too,
+  // and nothing here can throw or block. Job folders are one level down,
+  // dump folders two (OUT/<host>/).
+  fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
+  if (ec) {
+    *error = path + ": " + ec.message();
+    return out;
+  }
+  for (; it != end; it.increment(ec)) {
+    if (ec) {
+      warn(path + ": " + ec.message() + "; the rest is read");
+      ec.clear();
+      break;
+    }
+    const fs::path p = it->path();
+    const fs::file_status ls = it->symlink_status(ec);
+    if (ec) {
+      warn(p.string() + ": " + ec.message() + ": skipped");
+      ec.clear();
       continue;
     }
-    if (it->is_regular_file() && it->path().extension() == ".htrace") out.push_back(it->path().string());
+    if (fs::is_directory(ls)) {
+      if (it.depth() >= 2) it.disable_recursion_pending();
+      // A folder we may not enter: say so now (the iterator would stop).
+      if (access(p.c_str(), R_OK | X_OK) != 0) {
+        warn(p.string() + ": cannot read this folder (" + strerror(errno) + "): skipped");
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (p.extension() != ".htrace") continue;
+    if (fs::is_regular_file(ls)) {
+      out.push_back(p.string());
+    } else {
+      const char* what = fs::is_symlink(ls) ? "a symbolic link" : fs::is_fifo(ls) ? "a fifo"
+                         : fs::is_socket(ls) ? "a socket" : (fs::is_block_file(ls) || fs::is_character_file(ls)) ? "a device"
+                                                                                                           : "not a regular file";
+      warn(p.string() + ": " + what + ", not a trace file: skipped");
+    }
   }
-  if (ec) *error = path + ": " + ec.message();
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -131,9 +131,13 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
 std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
                                            const ReadOptions& options = {});
 
-// The trace files under `path`: the file itself, or *.htrace in a folder
-// and its subfolders (one level of job folders), sorted by name.
-std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error);
+// The trace files under `path`: the file itself, or the regular files named
+// *.htrace in a folder and its subfolders (job folders, dump folders),
+// sorted by name. Links inside are not followed; what is skipped (links,
+// fifos, devices, folders that cannot be read) is described in `warnings`.
+// `error`: the path itself cannot be used.
+std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
+                                        std::vector<std::string>* warnings = nullptr);
 
 // What /proc says of the process that wrote a snapshot. Only decidable for a
 // file written on this machine since its last boot: otherwise kUnknown (a

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -130,6 +132,49 @@ TEST_P(Golden, DiagnosisMatchesTheTruth) {
 
 INSTANTIATE_TEST_SUITE_P(Faults, Golden, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+TEST(Analyze, AHostileFolderNeitherCrashesNorHangsTheTools) {
+  // A job's folder with, beside its real files: a link loop and a link to
+  // itself named *.htrace, a fifo, a device, a folder named like a trace
+  // file, an empty file, a link out of the folder. Each gets one warning;
+  // the rest is analyzed. (A symlink loop aborted analyze with an uncaught
+  // std::filesystem_error.)
+  TempDir dir;
+  SimConfig cfg;
+  cfg.out = dir.path();
+  std::string err;
+  trainer::Fault f;
+  ASSERT_TRUE(trainer::ParseFault("seed-hang@rank=3,step=2", &f, &err));
+  cfg.faults.push_back(f);
+  SimResult sim;
+  ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  const std::string j = dir.path() + "/sim/";
+  ASSERT_EQ(symlink((j + "loop-b.htrace").c_str(), (j + "loop-a.htrace").c_str()), 0);
+  ASSERT_EQ(symlink((j + "loop-a.htrace").c_str(), (j + "loop-b.htrace").c_str()), 0);
+  ASSERT_EQ(symlink((j + "self.htrace").c_str(), (j + "self.htrace").c_str()), 0);
+  ASSERT_EQ(mkfifo((j + "fifo.htrace").c_str(), 0600), 0);
+  ASSERT_EQ(symlink("/dev/zero", (j + "zero.htrace").c_str()), 0);
+  ASSERT_EQ(mkdir((j + "folder.htrace").c_str(), 0700), 0);
+  std::ofstream(j + "empty.htrace");
+  for (const std::vector<std::string>& cmd : {std::vector<std::string>{HT_CLI, "analyze", dir.path()},
+                                              std::vector<std::string>{HT_CLI, "inspect", dir.path()},
+                                              std::vector<std::string>{HT_CLI, "analyze", j + "fifo.htrace"}}) {
+    testing::ProgramResult r = testing::RunProgram(cmd, {}, 30);
+    EXPECT_NE(r.term_signal, SIGKILL) << cmd[1] << " hung";
+    EXPECT_NE(r.exit_code, 134) << cmd[1] << " aborted: " << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  }
+  Job job = LoadJob({dir.path()});
+  EXPECT_EQ(job.world_size, 8);
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("hang")) << d.summary;
+  std::string warnings;
+  for (const std::string& w : job.warnings) warnings += w + "\n";
+  for (const char* want : {"loop-a.htrace: a symbolic link", "self.htrace: a symbolic link", "fifo.htrace: a fifo",
+                           "zero.htrace: a symbolic link", "empty.htrace: empty file"}) {
+    EXPECT_NE(warnings.find(want), std::string::npos) << want << " in:\n" << warnings;
+  }
+}
 
 TEST(Analyze, MemoryFollowsTheRecordsNotTheSequenceNumbers) {
   // A job that had done 2^40 collectives on every communicator before what

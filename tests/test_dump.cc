@@ -3,6 +3,8 @@
 // The dump must read every thread's stack from outside, leave the target
 // exactly as it found it, and write a folder that `hangtrace analyze` reads.
 #include <gtest/gtest.h>
+#include <filesystem>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,6 +191,69 @@ TEST(Dump, RefusesAnotherUsersProcess) {
   EXPECT_NE(r.err.find("belongs to uid 0"), std::string::npos) << r.err;
   EXPECT_EQ(Status(p.pid(), "TracerPid"), "0");
   EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(Dump, AStoppedRanksDumpIsAnalyzedAsItWasWhenTaken) {
+  // A dump is a photograph: after the process is gone, its analysis is the
+  // same as right after the dump (it once turned into "crash: died").
+  TempDir dir, out;
+  Parked p(dir, 1);
+  kill(p.pid(), SIGSTOP);
+  usleep(50 * 1000);
+  Dump(dir, out.path());
+  ProgramResult before = RunProgram({HT_CLI, "analyze", "--format", "json", out.path()}, {}, 30);
+  kill(p.pid(), SIGKILL);
+  p.Finish();
+  ProgramResult after = RunProgram({HT_CLI, "analyze", "--format", "json", out.path()}, {}, 30);
+  auto a = nlohmann::json::parse(before.out), b = nlohmann::json::parse(after.out);
+  EXPECT_EQ(a["verdict"], b["verdict"]);
+  EXPECT_EQ(a["summary"], b["summary"]);
+  EXPECT_EQ(a["groups"][0]["state"], "stopped") << before.out;
+  EXPECT_EQ(b["groups"][0]["state"], "stopped") << after.out;
+}
+
+TEST(Dump, NeverWritesThroughAPlantedLinkNorCopiesWhatIsNotItsProcesses) {
+  TempDir dir, out, secret_dir;
+  Parked p(dir, 1);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  // Root's secret, which another user wants.
+  const std::string secret = secret_dir.path() + "/secret";
+  std::ofstream(secret) << "root's secret\n";
+  // 1. A link in the job's trace folder named like a trace file.
+  ASSERT_EQ(symlink(secret.c_str(), (dir.path() + "/job/vm.99999.htrace").c_str()), 0);
+  // 2. Another user's file there that is no trace file.
+  const std::string foreign = dir.path() + "/job/vm.99998.htrace";
+  std::ofstream(foreign) << "not a trace file\n";
+  chown(foreign.c_str(), 65534, 65534);
+  // 3. A link planted where the dump writes node.json (a folder of ours:
+  //    say an earlier dump's, where someone left a link).
+  ASSERT_EQ(mkdir((out.path() + "/" + host).c_str(), 0700), 0);
+  const std::string victim = secret_dir.path() + "/victim";
+  std::ofstream(victim) << "untouched\n";
+  ASSERT_EQ(symlink(victim.c_str(), (out.path() + "/" + host + "/node.json").c_str()), 0);
+  ProgramResult r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path()}, {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileText(victim), "untouched\n") << "node.json was written through a link";
+  struct stat st;
+  const std::string node_json = out.path() + "/" + host + "/node.json";
+  ASSERT_EQ(lstat(node_json.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(lstat((out.path() + "/" + host).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_NE(access((out.path() + "/" + host + "/vm.99999.htrace").c_str(), F_OK), 0) << "the link was copied";
+  EXPECT_NE(access((out.path() + "/" + host + "/vm.99998.htrace").c_str(), F_OK), 0) << "another user's file was copied";
+  EXPECT_NE(r.err.find("a symbolic link, not a trace file"), std::string::npos) << r.err;
+  // 4. Another user's folder in a shared --out: refused, nothing written.
+  TempDir shared;
+  chmod(shared.path().c_str(), 0777);
+  ASSERT_EQ(mkdir((shared.path() + "/" + host).c_str(), 0777), 0);
+  chown((shared.path() + "/" + host).c_str(), 65534, 65534);
+  r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", shared.path()}, {}, 60);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("belongs to uid 65534"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(shared.path() + "/" + host));
 }
 
 TEST(Dump, SaysWhenThereIsNothingToDump) {

@@ -205,6 +205,25 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpiFamilies,
                                   (std::get<1>(info.param) == Load::kLate ? "_late" : "_linked");
                          });
 
+TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
+  // Every wrapped call (the families program calls nearly all of them),
+  // libmpi linked or loaded late, with the runtime off, and with a runtime
+  // that could not start (no trace folder): the program runs as untraced.
+  for (Load load : {Load::kLinked, Load::kLate}) {
+    for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+             {"HANGTRACE_OFF", "1"}, {"HANGTRACE_DIR", "/proc/no-such-folder"}}) {
+      TempDir dir;
+      std::vector<std::string> argv = {"mpirun", "-np", "4", "--oversubscribe", "-x", var + "=" + value, HT_CLI, "run",
+                                       "--job", "job", "--"};
+      if (load == Load::kLate) argv.insert(argv.end(), {HT_MPI_LATE, HT_MPI_LATE_LIB, "families"});
+      else argv.insert(argv.end(), {HT_MPI_PROG, "families"});
+      ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 60);
+      EXPECT_EQ(r.exit_code, 0) << var << "=" << value << (load == Load::kLate ? " late" : " linked") << ": " << r.err;
+      EXPECT_TRUE(testing::ListTraceFiles(dir.path()).empty());
+    }
+  }
+}
+
 TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   TempDir dir;
   ProgramResult r = RunMpi(dir, 4, "hang", /*timeout=*/"1");
@@ -344,6 +363,22 @@ TEST(Mpi, ARankKilledFirstIsTheCulpritAndTheLauncherEndingTheOthersIsSaid) {
     EXPECT_EQ(j.ranks[size_t(r)].term_signal, SIGTERM) << "rank " << r << " was ended by the launcher";
   }
   EXPECT_EQ(j.ranks[2].term_signal, 0);
+}
+
+TEST(Mpi, ARankThatCrashesInsideACallIsItsCulprit) {
+  // It was reported as "below MPI" with no culprit: the others had all
+  // entered the call, and the crashed rank was not "in" it any more.
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, 4, "crash-in-call");
+  EXPECT_NE(r.exit_code, 0);
+  Job j = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(j);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("crash")) << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("crashed with SIGSEGV"), std::string::npos) << d.culprits[0].why;
+  EXPECT_NE(d.culprits[0].why.find("MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
+  EXPECT_EQ(d.summary.find("below MPI"), std::string::npos) << d.summary;
 }
 
 TEST(Mpi, EveryRankKilledWhileRunningIsACrashNotAHang) {

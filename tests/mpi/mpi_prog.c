@@ -15,6 +15,7 @@
  *             enter; the others die of SIGALRM after 15 s (the stopped rank
  *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
+ *   crash-in-call  rank 1 dies of SIGSEGV inside MPI_Allreduce (its reduction)
  *   oom PROCS rank 1 joins the memory cgroup PROCS and eats memory until the
  *                OOM killer ends it; the others wait in a barrier
  */
@@ -195,6 +196,29 @@ __attribute__((noinline)) static void loop(int n) {
   if (rank == 0) printf("ns_per_allreduce %.1f\n", ns);
 }
 
+/* A reduction that crashes on rank 1: a rank dying of SIGSEGV inside
+ * MPI_Allreduce, where the others wait for its part. */
+static void crashing_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
+  (void)type;
+  if (rank == 1) *(volatile int*)0 = 1;
+  for (int i = 0; i < *len; ++i) ((int*)inout)[i] += ((int*)in)[i];
+}
+
+__attribute__((noinline)) static void crash_in_call(void) {
+  MPI_Op op;
+  MPI_Op_create(crashing_sum, 1, &op);
+  /* Large: a ring all-reduce in segments, so the others wait for rank 1's
+   * next segment inside the call instead of finishing without it. */
+  const int n = 1 << 20;
+  int* x = calloc(n, sizeof(int));
+  int* y = calloc(n, sizeof(int));
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Allreduce(x, y, n, MPI_INT, op, MPI_COMM_WORLD);
+  MPI_Op_free(&op);
+  free(x);
+  free(y);
+}
+
 /* Rank 1 joins the memory cgroup `procs` (a cgroup.procs file) and takes
  * memory until the kernel's OOM killer ends it; the others wait for it in
  * a barrier. */
@@ -226,6 +250,7 @@ int main(int argc, char** argv) {
     threads();
   } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
   else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
+  else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else check(0, "unknown mode");
   MPI_Finalize();
   return 0;
