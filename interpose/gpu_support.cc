@@ -43,55 +43,6 @@ const char* const* LibsOf(fmt::Api api) {
 // nothing is loaded here), RTLD_LOCAL ones included.
 void* FromLoadedLibrary(const char* name, fmt::Api api);
 
-using DlsymFn = void* (*)(void*, const char*);
-DlsymFn g_real_dlsym = nullptr;
-
-DlsymFn FindRealDlsym() {
-  // dlvsym is not wrapped, so it reaches glibc's own; 2.34 moved dlsym from
-  // libdl into libc under a new version.
-  DlsymFn f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-  if (!f) f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-  return f;
-}
-
-// dlsym(RTLD_NEXT) asked through our wrapper would search after *this*
-// library, not after the caller: search after the caller, object by object,
-// accepting a definition only from the object searched. The list of loaded
-// objects is taken under the loader's lock (dl_iterate_phdr), and each object
-// is pinned with dlopen(RTLD_NOLOAD) while it is searched, so a library that
-// another thread unloads meanwhile is never touched.
-struct LoadedObject {
-  std::string name;
-  uintptr_t base;
-};
-
-int CollectObject(struct dl_phdr_info* info, size_t, void* arg) {
-  static_cast<std::vector<LoadedObject>*>(arg)->push_back({info->dlpi_name ? info->dlpi_name : "", info->dlpi_addr});
-  return 0;
-}
-
-void* NextAfter(const void* caller, const char* name) {
-  Dl_info info;
-  struct link_map* self = nullptr;
-  if (!dladdr1(caller, &info, reinterpret_cast<void**>(&self), RTLD_DL_LINKMAP) || !self) return nullptr;
-  std::vector<LoadedObject> objects;
-  dl_iterate_phdr(CollectObject, &objects);  // in link-map order, main program first
-  size_t i = 0;
-  while (i < objects.size() && !(objects[i].base == self->l_addr && objects[i].name == self->l_name)) ++i;
-  for (++i; i < objects.size(); ++i) {
-    if (objects[i].name.empty()) continue;  // the main program (it is first) or the vDSO
-    void* h = dlopen(objects[i].name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-    if (!h) continue;
-    struct link_map* mine = nullptr;
-    void* p = dlinfo(h, RTLD_DI_LINKMAP, &mine) == 0 ? g_real_dlsym(h, name) : nullptr;
-    struct link_map* owner = nullptr;
-    bool here = p && dladdr1(p, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) && owner == mine;
-    dlclose(h);
-    if (here) return p;
-  }
-  return nullptr;
-}
-
 // --- groups (one per thread, as NCCL's are) ---------------------------------------
 
 constexpr int kMaxGroupOps = 1024;
@@ -327,11 +278,6 @@ void* WrapLookup(const char* name, void* real) {
   return s->wrapper;
 }
 
-void* RealDlsym(void* handle, const char* name) {
-  if (!g_real_dlsym) g_real_dlsym = FindRealDlsym();
-  return g_real_dlsym ? g_real_dlsym(handle, name) : nullptr;
-}
-
 namespace {
 void* FromLoadedLibrary(const char* name, fmt::Api api) {
   void* p = nullptr;
@@ -472,18 +418,3 @@ uint32_t HipFunctionName(const void*) { return 0; }
 #endif
 
 }  // namespace hangtrace::gpu
-
-// --- dlsym -------------------------------------------------------------------------------------
-// Since CUDA 11.3 the runtime, NCCL and the framework libraries reach the
-// driver through cuGetProcAddress, which they find with dlsym on a handle of
-// libcuda.so.1. Wrapping dlsym hands them our cuGetProcAddress (which wraps
-// what it returns) and our wrappers for every call in gpu.spec; every other
-// lookup behaves exactly as glibc's.
-using namespace hangtrace::gpu;
-
-extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) {
-  if (!g_real_dlsym) g_real_dlsym = FindRealDlsym();
-  if (!g_real_dlsym) return nullptr;
-  void* p = handle == RTLD_NEXT ? NextAfter(__builtin_return_address(0), name) : g_real_dlsym(handle, name);
-  return WrapLookup(name, p);
-}

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "interpose/dlsym.h"
 #include "tracer/runtime.h"
 
 namespace hangtrace::gpu {
@@ -54,9 +55,6 @@ const GpuSymbol* FindSymbol(const char* name);
 // it as the symbol's real function and returns our wrapper for it, or
 // returns `real` unchanged when it is not one we wrap (or is already ours).
 void* WrapLookup(const char* name, void* real);
-
-// glibc's own dlsym, never the wrapper this library exports.
-void* RealDlsym(void* handle, const char* name);
 
 // Finds the real function the first time: the slot filled by a lookup, then
 // dlsym(RTLD_NEXT), then the API's library already loaded RTLD_LOCAL

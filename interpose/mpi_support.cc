@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "interpose/dlsym.h"
 #include "tracer/handle_map.h"
 #include "tracer/hash.h"
 
@@ -290,13 +291,14 @@ thread_local std::vector<MPI_Status>* t_statuses;
 // one opened with RTLD_LOCAL (a Python extension's libmpi) is found by soname.
 const char* const kMpiLibraries[] = {"libmpi.so.40", "libmpi.so.12", "libmpi.so"};
 
+// glibc's dlsym throughout (RealDlsym): our exported dlsym consults this.
 void* FindReal(const char* name) {
-  void* f = dlsym(RTLD_NEXT, name);
-  if (!f) f = dlsym(RTLD_DEFAULT, name);
+  void* f = RealDlsym(RTLD_NEXT, name);
+  if (!f) f = RealDlsym(RTLD_DEFAULT, name);
   for (const char* lib : kMpiLibraries) {
     if (f) break;
     if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
-      f = dlsym(h, name);
+      f = RealDlsym(h, name);
       dlclose(h);  // NOLOAD took a reference; the library stays loaded
     }
   }
@@ -502,8 +504,8 @@ pthread_mutex_t g_find_lock = PTHREAD_MUTEX_INITIALIZER;
 // libmpi uses it too); then the library that defines the real PMPI_Init,
 // however it was opened (mpi4py's libmpi is in no global scope).
 void* MpiData(const char* symbol, void* library) {
-  void* p = dlsym(RTLD_DEFAULT, symbol);
-  return p || !library ? p : dlsym(library, symbol);
+  void* p = RealDlsym(RTLD_DEFAULT, symbol);
+  return p || !library ? p : RealDlsym(library, symbol);
 }
 }  // namespace
 

@@ -190,9 +190,11 @@ struct Job {
   std::vector<int32_t> Members(int32_t comm) const;
 };
 
-// The most ranks a job may have (a file claiming more is damaged or
-// crafted: the analysis would allocate per rank).
-inline constexpr int32_t kMaxRanks = 1 << 22;
+// The most ranks a job may have, ten times the largest jobs hangtrace is
+// built for. A file claiming more is damaged or crafted: the analysis keeps
+// about 540 bytes per world rank, traced or not, so one 6 KB file claiming
+// 3 million ranks cost 1.7 GB (found by scripts/fuzz.sh).
+inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency

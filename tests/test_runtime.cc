@@ -246,6 +246,32 @@ TEST(Runtime, UnwritableDirectoryFailsOpen) {
   EXPECT_NE(r.err.find("plain-file"), std::string::npos) << r.err;
 }
 
+TEST(Runtime, AMallocInterposerThatUsesDlsymRtldNextStillWorks) {
+  // Its malloc resolves the real one with dlsym(RTLD_NEXT); the exported
+  // dlsym allocated on that path, and the two recursed to SIGSEGV.
+  for (const char* off : {"0", "1"}) {
+    for (bool ours_first : {true, false}) {
+      TempDir dir;
+      std::string preload = ours_first ? std::string(HT_PRELOAD) + ":" + HT_MALLOC_INTERPOSER
+                                       : std::string(HT_MALLOC_INTERPOSER) + ":" + HT_PRELOAD;
+      ProgramResult r = RunProgram({HT_PROG, "events", "3"},
+                                   {{"LD_PRELOAD", preload}, {"HANGTRACE_DIR", dir.path()}, {"HANGTRACE_OFF", off}}, 20);
+      EXPECT_EQ(r.exit_code, 0) << preload << " HANGTRACE_OFF=" << off << ": " << r.err;
+    }
+  }
+}
+
+TEST(Runtime, AProgramWithoutMpiThatProbesForItFindsNone) {
+  TempDir dir;
+  ProgramResult plain = RunProgram({HT_PROG, "probe-mpi"}, {}, 20);
+  ProgramResult traced = RunTraced(dir, {"probe-mpi"});
+  // The first line says whether the tracer is in; the probe's line follows.
+  EXPECT_NE(plain.out.find("\nMPI_Init=absent\n"), std::string::npos) << plain.out;
+  EXPECT_NE(traced.out.find("traced=1\n"), std::string::npos) << traced.out;
+  EXPECT_NE(traced.out.find("\nMPI_Init=absent\n"), std::string::npos)
+      << "our MPI wrappers must not pass for an MPI library: " << traced.out;
+}
+
 TEST(Runtime, OffMeansNoFileAndNoTracing) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"events", "5"}, {{"HANGTRACE_OFF", "1"}});

@@ -95,6 +95,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)hangtrace::TextReport(job, d);
     (void)hangtrace::JsonText(hangtrace::JsonReport(job, d));
   }
+  // FUZZ_KEEP=1 keeps the folder, to rerun `hangtrace analyze` on a finding.
+  if (getenv("FUZZ_KEEP")) {
+    fprintf(stderr, "fuzz_folder: kept %s\n", root.c_str());
+    return 0;
+  }
   // Make everything removable again: folders only, never through a link.
   std::error_code ec;
   for (const char* name : kNames) {

@@ -6,6 +6,7 @@
  *   kill N       N regions, enter one more and SIGKILL itself inside it
  *   hold         enter a region and block forever in stuck_in_here()
  *   segv         N regions, then a NULL store in crash_here()
+ *   probe-mpi    prints whether dlsym(RTLD_DEFAULT, "MPI_Init") finds MPI
  *   exit N       exit(N) after two regions
  *   fork         regions in parent and child; the child exits 0; exit 0
  *   exec         one region, then exec itself as `traced_prog events 3`
@@ -101,6 +102,11 @@ int main(int argc, char** argv) {
     void* next_dlsym = dlsym(RTLD_NEXT, "dlsym");
     printf("next=%p libc=%p none=%p next_dlsym=%p own=%p\n", next, libc, none, next_dlsym, (void*)&dlsym);
     return next && next == libc && !none && next_dlsym == (void*)&dlsym ? 0 : 1;
+  }
+  if (!strcmp(mode, "probe-mpi")) {
+    /* A program without MPI that probes for it, as plugins do. */
+    printf("MPI_Init=%s\n", dlsym(RTLD_DEFAULT, "MPI_Init") ? "found" : "absent");
+    return 0;
   }
   if (!strcmp(mode, "park")) {
     signal(SIGUSR1, exit_now);
