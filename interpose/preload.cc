@@ -5,6 +5,9 @@
 #if HANGTRACE_HAVE_GPU
 #include "interpose/gpu_support.h"
 #endif
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "tracer/config.h"
 #include "tracer/runtime.h"
 
@@ -28,3 +31,15 @@ __attribute__((constructor(101))) void HangtraceStart() {
 }
 
 }  // namespace
+
+// _exit and _Exit skip on_exit handlers; shells (dash) and fork children end
+// this way. Without them the file would read "gone without an exit record:
+// killed?" and one with nothing in it would stay. Same exit as glibc's:
+// exit_group.
+extern "C" {
+__attribute__((visibility("default"), noreturn)) void _exit(int code) {
+  hangtrace::RecordExit(code);
+  for (;;) syscall(SYS_exit_group, code);
+}
+__attribute__((visibility("default"), noreturn)) void _Exit(int code) { _exit(code); }
+}

@@ -34,6 +34,7 @@ class RuntimeEnv : public ::testing::Environment {
     c.timeout_s = 0;
     c.stacks = false;
     ASSERT_TRUE(StartRuntime(c));
+    ASSERT_TRUE(NameTraceFile());  // the tests read it by name before any traced call
     g_call = RegisterCall("lane_test", fmt::Api::kUser, fmt::Op::kOther, 0);
     ASSERT_NE(g_call, fmt::kNoCall);
   }

@@ -332,6 +332,100 @@ TEST(Runtime, SegfaultIsRecordedWithTheFaultingStackThenKillsAsBefore) {
   EXPECT_TRUE(in_call);
 }
 
+TEST(Runtime, AStackOverflowIsRecordedOnTheAlternateStack) {
+  // Without an alternate signal stack the recorder cannot run on a thread
+  // whose stack is full, and the crash went unrecorded.
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"overflow"});
+  EXPECT_EQ(r.term_signal, SIGSEGV);
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(fmt::ProcState(s.process.state), fmt::ProcState::kCrashed);
+  EXPECT_EQ(s.process.signal, SIGSEGV);
+  ASSERT_FALSE(s.stacks.empty());
+  const StackInfo& st = s.stacks.back();
+  EXPECT_EQ(st.reason, fmt::StackReason::kCrash);
+  const std::vector<Frame> frames = Named(s).at(st.tid);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_EQ(frames[0].func, "recurse_forever");
+  bool in_call = false;
+  for (const ThreadInfo& t : s.threads) in_call |= t.in_call && t.current.count == 21;
+  EXPECT_TRUE(in_call);
+}
+
+TEST(Runtime, AThreadThatBlocksTheCaptureSignalIsNotLeftAPendingOne) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"blocked"}, {{"HANGTRACE_TIMEOUT", "0.5"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("pending=0"), std::string::npos) << r.out;
+  TraceSnapshot s = ReadOnly(dir);
+  int blocked = 0, done = 0;
+  for (const StackInfo& st : s.stacks) {
+    blocked += st.status == fmt::StackStatus::kBlocked;
+    done += st.status == fmt::StackStatus::kDone;
+  }
+  EXPECT_EQ(blocked, 1);
+  EXPECT_GE(done, 1);  // main, in its region
+}
+
+// Runs a shell command with the library preloaded into every process of it.
+ProgramResult RunShellTraced(const TempDir& dir, const std::string& script,
+                             std::vector<std::pair<std::string, std::string>> env = {}) {
+  env.push_back({"LD_PRELOAD", HT_PRELOAD});
+  env.push_back({"HANGTRACE_DIR", dir.path()});
+  env.push_back({"HANGTRACE_JOB", "job"});
+  return RunProgram({"/bin/sh", "-c", script}, env, 60);
+}
+
+TEST(Runtime, ProcessesWithoutATracedCallLeaveNothingBehind) {
+  // 200 traced /bin/true, as a shell loop does: they filled a 64 MiB /dev/shm.
+  TempDir dir;
+  ProgramResult r = RunShellTraced(dir, "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(ListTraceFiles(dir.path()).empty());
+  // A program with no traced call either (it registers a region, but never enters one).
+  r = RunTraced(dir, {"probe-mpi"});
+  EXPECT_NE(r.out.find("traced=1"), std::string::npos);
+  EXPECT_TRUE(ListTraceFiles(dir.path()).empty());
+  // The first traced call makes the file.
+  r = RunTraced(dir, {"events", "1"});
+  EXPECT_EQ(ListTraceFiles(dir.path()).size(), 1u);
+}
+
+TEST(Runtime, ARankHasItsFileFromTheStartAndKeepsItUnlessItExitedCleanWithNothingInIt) {
+  TempDir dir;
+  const std::pair<std::string, std::string> rank{"OMPI_COMM_WORLD_RANK", "0"};
+  // Seen while it runs (a rank that hangs before MPI_Init is still found)...
+  ProgramResult r = RunShellTraced(dir, "ls \"$HANGTRACE_DIR/job\"", {rank});
+  EXPECT_NE(r.out.find(".htrace"), std::string::npos) << r.out << r.err;
+  // ...and gone after a clean exit with nothing in it.
+  EXPECT_TRUE(ListTraceFiles(dir.path()).empty());
+  // A failed exit is kept, with its code.
+  r = RunShellTraced(dir, "exit 3", {rank});
+  EXPECT_EQ(r.exit_code, 3);
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(s.process.exit_code, 3);
+}
+
+TEST(Runtime, KeepGivesEveryProcessItsFile) {
+  TempDir dir;
+  ProgramResult r = RunShellTraced(dir, "/bin/true; /bin/true", {{"HANGTRACE_KEEP", "1"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(ListTraceFiles(dir.path()).size(), 3u);  // sh and both /bin/true
+}
+
+TEST(Runtime, WhyAJobIsNotTracedIsSaidOnceNotPerProcess) {
+  TempDir dir;
+  std::string file = dir.path() + "/plain-file";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  ProgramResult r = RunProgram({"/bin/sh", "-c", "/bin/true; /bin/true; /bin/true"},
+                               {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", file + "/traces"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("said once for this process and its children"), std::string::npos) << r.err;
+}
+
 TEST(Runtime, ManyThreadsEachGetALane) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"threads", "16"});

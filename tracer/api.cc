@@ -18,8 +18,9 @@ extern "C" {
 
 __attribute__((visibility("default"))) int hangtrace_enabled(void) { return g_trace != nullptr; }
 
+// A program that asks for its file means to read or keep it: named now.
 __attribute__((visibility("default"))) const char* hangtrace_file(void) {
-  return g_trace ? g_trace->path : nullptr;
+  return g_trace && NameTraceFile() ? g_trace->path : nullptr;
 }
 
 __attribute__((visibility("default"))) int hangtrace_region(const char* name) {

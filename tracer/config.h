@@ -79,6 +79,10 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "1: with the native stacks, capture every thread's Python frames by "     \
     "CPython's own dumper (the other threads wait in the stack signal's "     \
     "handler meanwhile, at most 1 s). 0: native stacks only.")                \
+  X(keep, "HANGTRACE_KEEP", FlagSetting, "0",                                  \
+    "1: give every process its trace file from the start and keep it. 0: a "  \
+    "file appears at the first traced call (at start for a launcher's rank), "\
+    "and one with no call in it is removed when its process exits 0.")        \
   X(off, "HANGTRACE_OFF", FlagSetting, "0",                                    \
     "1: load but trace nothing (no file, no thread, no handler).")            \
   X(job, "HANGTRACE_JOB", JobSetting, "",                                      \

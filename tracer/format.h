@@ -216,6 +216,7 @@ enum class StackStatus : uint32_t {
   kPending = 1,     // signal sent, handler has not finished (blocked? D state?)
   kDone = 2,
   kTruncated = 3,   // more frames than kMaxFrames
+  kBlocked = 4,     // the thread blocks the capture signal: not asked (it would stay pending)
 };
 
 // ProcessInfo::python_status: what the last capture of Python frames found.

@@ -17,4 +17,10 @@ void StartBackgroundThread();
 inline constexpr int kMaxTracerThreads = 8;
 bool IsTracerThread(int tid);
 
+// An alternate signal stack for the calling thread (stacks.cc), so that a
+// stack overflow's SIGSEGV can still run the fatal-signal recorder. Left
+// alone when the thread has one already; ReleaseAltStack at thread exit.
+void EnsureAltStack();
+void ReleaseAltStack();
+
 }  // namespace hangtrace

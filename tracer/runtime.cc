@@ -178,20 +178,37 @@ int OpenJobDir(const Config& c, std::string* err) {
 }
 
 // A file with our name already exists. If it is this very process before an
-// exec (same pid, start time and boot), mark it superseded so readers know.
-void MarkExecedPredecessor(int fd, const fmt::ProcessInfo& me) {
+// exec (same pid, start time and boot) and holds nothing (no traced call,
+// stack or signal: a shell before it exec'ed the program), it is removed and
+// the name is free again (returns true); otherwise it is marked superseded
+// so readers know. Async-signal-safe.
+bool SupersedePredecessor(int dir_fd, const char* name, const fmt::ProcessInfo& me) {
+  int fd = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool removable = false;
   fmt::FileHeader h;
-  if (pread(fd, &h, sizeof(h), 0) != ssize_t(sizeof(h))) return;
-  if (memcmp(h.magic, fmt::kMagic, 8) != 0 || h.ready != fmt::kReadyMagic) return;
   fmt::ProcessInfo p;
-  off_t off = off_t(h.sections[fmt::kSecProcess].offset);
-  if (pread(fd, &p, sizeof(p), off) != ssize_t(sizeof(p))) return;
-  if (p.pid != me.pid || p.proc_start_time != me.proc_start_time ||
-      memcmp(p.boot_id, me.boot_id, 16) != 0) {
-    return;  // another process that had our pid earlier
+  const off_t off = pread(fd, &h, sizeof(h), 0) == ssize_t(sizeof(h)) &&
+                            memcmp(h.magic, fmt::kMagic, 8) == 0 && h.ready == fmt::kReadyMagic
+                        ? off_t(h.sections[fmt::kSecProcess].offset)
+                        : 0;
+  if (off > 0 && pread(fd, &p, sizeof(p), off) == ssize_t(sizeof(p)) && p.pid == me.pid &&
+      p.proc_start_time == me.proc_start_time && memcmp(p.boot_id, me.boot_id, 16) == 0) {
+    removable = h.counters.stack_count == 0 && h.counters.comm_count == 0 && p.signal == 0 && p.term_signal == 0 &&
+                p.state == uint32_t(fmt::ProcState::kRunning);
+    const off_t threads = off_t(h.sections[fmt::kSecThreads].offset);
+    for (uint32_t i = 0; removable && i < h.counters.thread_count && i < fmt::kMaxThreads; ++i) {
+      fmt::ThreadSlot t;
+      if (pread(fd, &t, sizeof(t), threads + off_t(i) * off_t(sizeof(t))) != ssize_t(sizeof(t))) removable = false;
+      else if (t.head != 0 && !(t.flags & fmt::kThreadTracer)) removable = false;
+    }
+    if (!removable) {
+      uint32_t execed = uint32_t(fmt::ProcState::kExeced);
+      (void)!pwrite(fd, &execed, sizeof(execed), off + off_t(offsetof(fmt::ProcessInfo, state)));
+    }
   }
-  uint32_t execed = uint32_t(fmt::ProcState::kExeced);
-  (void)!pwrite(fd, &execed, sizeof(execed), off + off_t(offsetof(fmt::ProcessInfo, state)));
+  close(fd);
+  return removable && unlinkat(dir_fd, name, 0) == 0;
 }
 
 // Opens a fresh file named after host and pid in the folder `dir_fd`
@@ -199,7 +216,7 @@ void MarkExecedPredecessor(int fd, const fmt::ProcessInfo& me) {
 // predecessor) never share one, O_NOFOLLOW so a planted link is never used.
 int OpenNewFile(int dir_fd, const std::string& dir, const fmt::ProcessInfo& me, char* path_out, size_t cap,
                 std::string* err) {
-  for (int k = 0; k < 100; ++k) {
+  for (int k = 0, tries = 0; k < 100 && tries < 200; ++k, ++tries) {
     char name[128];
     if (k == 0) {
       snprintf(name, sizeof(name), "%s.%d.htrace", me.host, me.pid);
@@ -213,20 +230,29 @@ int OpenNewFile(int dir_fd, const std::string& dir, const fmt::ProcessInfo& me, 
       *err = std::string("cannot create ") + path_out + ": " + strerror(errno);
       return -1;
     }
-    int old = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (old >= 0) {
-      MarkExecedPredecessor(old, me);
-      close(old);
-    }
+    if (SupersedePredecessor(dir_fd, name, me)) --k;  // its name is free again
   }
   *err = "too many trace files for pid " + std::to_string(me.pid) + " in " + dir;
   return -1;
 }
 
-// Lays out and maps a new trace file into `f`. Everything up to the ring is
+// Whether the file is named at start: when asked to keep every file, and in
+// a launcher's rank (a rank that hangs before its first MPI call is still
+// seen). Every other process names it at its first traced call.
+bool NameAtStart(const Config& c) {
+  if (c.keep) return true;
+  for (const EnvRank& e : kEnvRanks) {
+    if (e.source != fmt::RankSource::kEnvTorch && getenv(e.rank_var)) return true;
+  }
+  return getenv("RANK") && getenv("WORLD_SIZE");
+}
+
+// Lays out and maps a new trace file into `f`: anonymous (O_TMPFILE in the
+// job's folder) until NameTraceFile, or named now when `named` or when the
+// folder's filesystem has no O_TMPFILE. Everything up to the ring is
 // allocated now (fallocate), so a full /dev/shm is an error here and never a
 // SIGBUS in the traced program later; each lane is allocated on attach.
-bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
+bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err) {
   std::string dir = c.dir + "/" + c.job;
   const int dir_fd = OpenJobDir(c, err);
   if (dir_fd < 0) return false;
@@ -236,9 +262,26 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   probe.proc_start_time = ProcStartTime();
   ReadBootId(probe.boot_id);
   gethostname(probe.host, sizeof(probe.host) - 1);
-  int fd = OpenNewFile(dir_fd, dir, probe, f->path, sizeof(f->path), err);
-  close(dir_fd);
-  if (fd < 0) return false;
+  snprintf(f->stem, sizeof(f->stem), "%s.%d", probe.host, probe.pid);
+  int fd = named ? -1 : openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    CopyString(f->path, sizeof(f->path), dir.c_str());
+    f->naming = kAnonymous;
+  } else {
+    fd = OpenNewFile(dir_fd, dir, probe, f->path, sizeof(f->path), err);
+    if (fd < 0) {
+      close(dir_fd);
+      return false;
+    }
+    f->naming = kNamed;
+  }
+  auto fail = [&](const char* what, int code) {
+    *err = std::string("cannot ") + what + " " + f->path + ": " + strerror(code);
+    if (f->naming == kNamed) unlink(f->path);
+    close(fd);
+    close(dir_fd);
+    return false;
+  };
 
   fmt::Capacities caps;
   caps.lane_slots = c.ring_slots;
@@ -247,30 +290,16 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   const uint64_t size = layout.file_size;
   const uint64_t tables_end = layout.prealloc_end;
 
-  if (ftruncate(fd, off_t(size)) != 0) {
-    *err = std::string("cannot size ") + f->path + ": " + strerror(errno);
-    close(fd);
-    unlink(f->path);
-    return false;
-  }
+  if (ftruncate(fd, off_t(size)) != 0) return fail("size", errno);
   int rc = posix_fallocate(fd, 0, off_t(tables_end));
-  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
-    *err = std::string("cannot allocate ") + f->path + ": " + strerror(rc);
-    close(fd);
-    unlink(f->path);
-    return false;
-  }
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) return fail("allocate", rc);
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    *err = std::string("cannot map ") + f->path + ": " + strerror(errno);
-    close(fd);
-    unlink(f->path);
-    return false;
-  }
+  if (base == MAP_FAILED) return fail("map", errno);
 
   f->base = static_cast<uint8_t*>(base);
   f->size = size;
   f->fd = fd;
+  f->dir_fd = dir_fd;
   f->header = reinterpret_cast<fmt::FileHeader*>(base);
   auto at = [&](int s) { return f->base + sections[s].offset; };
   f->process = reinterpret_cast<fmt::ProcessInfo*>(at(fmt::kSecProcess));
@@ -294,6 +323,49 @@ bool CreateTraceFile(const Config& c, TraceFile* f, std::string* err) {
   return true;
 }
 
+// Async-signal-safe string building for NameTraceFile.
+size_t Append(char* buf, size_t at, size_t cap, const char* text) {
+  while (*text && at + 1 < cap) buf[at++] = *text++;
+  buf[at] = '\0';
+  return at;
+}
+size_t AppendUint(char* buf, size_t at, size_t cap, uint64_t v) {
+  char digits[24];
+  int n = 0;
+  do digits[n++] = char('0' + v % 10); while ((v /= 10) != 0);
+  while (n > 0 && at + 1 < cap) buf[at++] = digits[--n];
+  buf[at] = '\0';
+  return at;
+}
+
+// Links the anonymous file `f` as `name` in its folder. AT_EMPTY_PATH
+// needs CAP_DAC_READ_SEARCH; /proc/self/fd works for anyone.
+bool LinkAs(const TraceFile* f, const char* name) {
+  if (linkat(f->fd, "", f->dir_fd, name, AT_EMPTY_PATH) == 0) return true;
+  if (errno == EEXIST) return false;
+  char proc[64];
+  AppendUint(proc, Append(proc, 0, sizeof(proc), "/proc/self/fd/"), sizeof(proc), uint64_t(f->fd));
+  return linkat(AT_FDCWD, proc, f->dir_fd, name, AT_SYMLINK_FOLLOW) == 0;
+}
+
+// The file's name within its folder (after NameTraceFile).
+const char* BaseName(const TraceFile* f) {
+  const char* slash = strrchr(f->path, '/');
+  return slash ? slash + 1 : f->path;
+}
+
+// Why this process is not traced, on stderr once per process lineage: a
+// job that forks or execs thousands of times (a shell loop) prints one line,
+// not thousands. Children learn it from the environment (exec) or memory.
+constexpr const char* kSaidVar = "HANGTRACE_NOT_TRACING_SAID";
+bool g_said_not_tracing = false;
+void SayNotTracing(const char* why) {
+  if (g_said_not_tracing || getenv(kSaidVar)) return;
+  g_said_not_tracing = true;
+  WriteStderrLine((std::string("hangtrace: ") + why + " (said once for this process and its children)").c_str());
+  setenv(kSaidVar, "1", 1);
+}
+
 void ReleaseThreadSlot(void* p) {
   auto* s = static_cast<fmt::ThreadSlot*>(p);
   // Only release a slot of the current file (not one inherited over fork).
@@ -303,6 +375,7 @@ void ReleaseThreadSlot(void* p) {
   SeqEnd(&s->version);
   __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
   t_thread.slot = nullptr;
+  ReleaseAltStack();
 }
 
 void OnExit(int status, void*) { RecordExit(status); }
@@ -327,13 +400,13 @@ void AtForkChild() {
   int32_t parent_pid = parent->process->pid;
   munmap(parent->base, parent->size);
   close(parent->fd);
+  close(parent->dir_fd);
 
   TraceFile* f = &g_file_storage;
   *f = TraceFile{};
   std::string err;
-  if (!CreateTraceFile(Settings(), f, &err)) {
-    WriteStderrLine(("hangtrace: fork child " + std::to_string(getpid()) +
-                     " runs untraced: " + err).c_str());
+  if (!CreateTraceFile(Settings(), f, NameAtStart(Settings()), &err)) {
+    SayNotTracing(("fork child " + std::to_string(getpid()) + " runs untraced: " + err).c_str());
     return;
   }
   memcpy(f->calls, calls, ncalls * sizeof(fmt::CallInfo));
@@ -393,6 +466,11 @@ bool AttachThread(ThreadState& t) {
                                                        __ATOMIC_RELAXED)) {
     }
     s->flags = t.tracer_thread ? uint32_t(fmt::kThreadTracer) : 0u;
+    if (!t.tracer_thread) {
+      __atomic_store_n(&f->program_called, 1u, __ATOMIC_RELEASE);
+      NameTraceFile();
+      if (RuntimeConfig().stacks) EnsureAltStack();
+    }
     prctl(PR_GET_NAME, s->name, 0, 0, 0);
     t.slot = s;
     t.lane = f->ring + uint64_t(i) * f->lane_slots;
@@ -564,15 +642,56 @@ void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source) {
   f->process->rank_source = uint8_t(source);
 }
 
+bool NameTraceFile() {
+  TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
+  if (!f) return false;
+  uint32_t state = kAnonymous;
+  if (!__atomic_compare_exchange_n(&f->naming, &state, uint32_t(kNaming), false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    return state == kNamed;  // named, or another thread is naming it now
+  }
+  char name[256];
+  for (int k = 0, tries = 0; k < 100 && tries < 200; ++k, ++tries) {
+    size_t n = Append(name, 0, sizeof(name), f->stem);
+    if (k > 0) n = AppendUint(name, Append(name, n, sizeof(name), "."), sizeof(name), uint64_t(k));
+    Append(name, n, sizeof(name), ".htrace");
+    if (LinkAs(f, name)) {
+      Append(f->path, Append(f->path, strlen(f->path), sizeof(f->path), "/"), sizeof(f->path), name);
+      __atomic_store_n(&f->naming, uint32_t(kNamed), __ATOMIC_RELEASE);
+      return true;
+    }
+    if (errno != EEXIST) break;
+    // An exec'ed predecessor of this process (same pid) left its file.
+    if (SupersedePredecessor(f->dir_fd, name, *f->process)) --k;  // its name is free again
+  }
+  return false;  // left in kNaming: not retried on every call
+}
+
 void RecordExit(int code) {
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (!f) return;
   fmt::ProcessInfo* p = f->process;
+  // A vfork child shares our memory but is not us (and runs no atfork).
+  if (p->pid != int32_t(syscall(SYS_getpid))) return;
   if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != uint32_t(fmt::ProcState::kRunning)) return;
   UpdateClock(&p->clock);
   p->exit_code = code;
   p->end_ticks = NowTicks();
   __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kExited), __ATOMIC_RELEASE);
+  // Nothing of interest (a rank's file named at start, or HANGTRACE_KEEP
+  // not asked): no traced call, no stack, no signal, a clean exit. Removed
+  // only if the name still holds this very file.
+  if (code != 0 || Settings().keep || __atomic_load_n(&f->naming, __ATOMIC_ACQUIRE) != kNamed ||
+      __atomic_load_n(&f->program_called, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE) != 0 || p->term_signal != 0 ||
+      p->signal != 0) {
+    return;
+  }
+  struct stat mine, named;
+  if (fstat(f->fd, &mine) == 0 && fstatat(f->dir_fd, BaseName(f), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+      mine.st_ino == named.st_ino && mine.st_dev == named.st_dev) {
+    unlinkat(f->dir_fd, BaseName(f), 0);
+  }
 }
 
 bool StartRuntime(const Config& config) {
@@ -583,8 +702,8 @@ bool StartRuntime(const Config& config) {
 
   TraceFile* f = &g_file_storage;
   std::string err;
-  if (!CreateTraceFile(config, f, &err)) {
-    WriteStderrLine(("hangtrace: not tracing pid " + std::to_string(getpid()) + ": " + err).c_str());
+  if (!CreateTraceFile(config, f, NameAtStart(config), &err)) {
+    SayNotTracing(("not tracing pid " + std::to_string(getpid()) + ": " + err).c_str());
     return false;
   }
   if (!g_once_done) {

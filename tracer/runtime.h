@@ -39,8 +39,16 @@ struct TraceFile {
   bool pyframes_allocated = false;
   uint32_t lane_slots = 0;
   uint32_t thread_capacity = 0;
-  char path[4096] = {};
+  // A file starts anonymous (O_TMPFILE in the job's folder) and gets its
+  // name at the first traced call, stack capture or signal (NameTraceFile):
+  // a process that never calls MPI, NCCL or CUDA leaves nothing behind.
+  int dir_fd = -1;             // the job's folder, checked once, kept open
+  uint32_t naming = 0;         // FileNaming
+  uint32_t program_called = 0; // a thread of the program made a traced call
+  char stem[160] = {};         // "host.pid": the name's first part
+  char path[4096] = {};        // DIR/JOB/host.pid.htrace once named; else DIR/JOB
 };
+enum FileNaming : uint32_t { kAnonymous = 0, kNaming = 1, kNamed = 2 };
 
 // Null while untraced (HANGTRACE_OFF, a failure, before start-up).
 extern TraceFile* g_trace;
@@ -180,7 +188,14 @@ void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source);
 bool StartRuntime(const Config& config);
 
 // Records a normal exit (also run from on_exit for the preloaded library).
+// A file with nothing in it (no traced call, stack or signal) whose process
+// exits 0 is removed, unless HANGTRACE_KEEP.
 void RecordExit(int code);
+
+// Gives the anonymous trace file its name in the job's folder, so that
+// readers find it. Async-signal-safe (a fatal signal names it too); a no-op
+// once named. Returns whether the file is named.
+bool NameTraceFile();
 
 // Captures the stacks of all threads of this process into the file's stack
 // table (signals each thread; waits up to `timeout_ms` for each). Returns

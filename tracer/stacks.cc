@@ -27,6 +27,7 @@
 #include <linux/futex.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@
 #include <time.h>
 
 #include "tracer/internal.h"
+#include "tracer/procfs.h"
 #include "tracer/python.h"
 #include "tracer/runtime.h"
 
@@ -211,6 +213,7 @@ void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (f && !__atomic_exchange_n(&g_in_crash, 1, __ATOMIC_ACQ_REL)) {
+    NameTraceFile();
     fmt::ProcessInfo* p = f->process;
     p->signal = sig;
     p->signal_code = info ? info->si_code : 0;
@@ -274,6 +277,7 @@ void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (f && f->process->term_signal == 0) {
+    NameTraceFile();
     fmt::ProcessInfo* p = f->process;
     p->term_sender_pid = info && info->si_code <= 0 ? info->si_pid : 0;
     p->term_ticks = NowTicks();
@@ -294,6 +298,21 @@ void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
   }
   errno = saved_errno;
   ChainToPrevious(sig, info, uc);
+}
+
+// Whether thread `tid` of this process blocks `sig` (SigBlk in its status).
+bool BlocksSignal(int tid, int sig) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+  char buf[2048];
+  ssize_t n = ReadSmallFile(path, buf, sizeof(buf));
+  if (n <= 0) return false;
+  const char* line = static_cast<const char*>(memmem(buf, size_t(n), "\nSigBlk:", 8));
+  if (!line) return false;
+  const char* hex = line + 8;
+  while (*hex == ' ' || *hex == '\t') ++hex;
+  const uint64_t mask = strtoull(hex, nullptr, 16);
+  return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
 }
 
 // Installs `handler` for `sig` unless the program ignores it or it is ours
@@ -324,12 +343,55 @@ void InstallSignalHandlers() {
   sigaction(StackSignal(), &sa, nullptr);
 
   for (int sig : kFatalSignals) Install(sig, FatalSignalHandler, SA_SIGINFO | SA_ONSTACK);
+  EnsureAltStack();  // the thread that starts the runtime: main, usually
   for (int sig : kTermSignals) Install(sig, TermSignalHandler, SA_SIGINFO | SA_RESTART);
+}
+
+namespace {
+// Room for the recorder: libunwind's cursor and the module map's reading
+// take a few KiB; a guard page below catches what would not fit.
+constexpr size_t kAltStackBytes = 64 * 1024;
+constexpr size_t kGuardBytes = 4096;
+thread_local void* t_alt_stack = nullptr;  // the mapping, guard page first
+}  // namespace
+
+void EnsureAltStack() {
+  if (t_alt_stack) return;
+  stack_t cur;
+  if (sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;  // the program's own
+  void* m = mmap(nullptr, kGuardBytes + kAltStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (m == MAP_FAILED) return;
+  mprotect(m, kGuardBytes, PROT_NONE);
+  stack_t ss = {};
+  ss.ss_sp = static_cast<char*>(m) + kGuardBytes;
+  ss.ss_size = kAltStackBytes;
+  if (sigaltstack(&ss, nullptr) != 0) {
+    munmap(m, kGuardBytes + kAltStackBytes);
+    return;
+  }
+  t_alt_stack = m;
+}
+
+void ReleaseAltStack() {
+  if (!t_alt_stack) return;
+  stack_t cur;
+  // Switched off only if it is still ours (the program may have set its own
+  // since); never while running on it.
+  if (sigaltstack(nullptr, &cur) == 0 && cur.ss_sp == static_cast<char*>(t_alt_stack) + kGuardBytes) {
+    if (cur.ss_flags & SS_ONSTACK) return;
+    stack_t off = {};
+    off.ss_flags = SS_DISABLE;
+    if (sigaltstack(&off, nullptr) != 0) return;
+  }
+  munmap(t_alt_stack, kGuardBytes + kAltStackBytes);
+  t_alt_stack = nullptr;
 }
 
 int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (!f || !RuntimeConfig().stacks) return 0;
+  NameTraceFile();  // a capture is worth keeping: readers must find it
   // Refuse when someone replaced our handler: the signal would run theirs.
   struct sigaction cur;
   if (sigaction(StackSignal(), nullptr, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
@@ -389,7 +451,15 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   if (python) __atomic_store_n(&g_hold_round, round, __ATOMIC_RELEASE);
   const pid_t pid = getpid();
   bool sent[fmt::kMaxStacks] = {};
-  for (int i = 0; i < ntids; ++i) sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
+  for (int i = 0; i < ntids; ++i) {
+    // A thread that blocks the signal would keep it pending, and run our
+    // handler whenever it unblocks: not asked (dump reads it from outside).
+    if (BlocksSignal(tids[i], StackSignal())) {
+      __atomic_store_n(&f->stacks[i].status, uint32_t(fmt::StackStatus::kBlocked), __ATOMIC_RELEASE);
+      continue;
+    }
+    sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
+  }
   int captured = 0;
   const int64_t deadline = MonoNs() + int64_t(timeout_ms) * 1000000;
   for (;;) {

@@ -14,6 +14,10 @@
  *   dlnext       dlsym(RTLD_NEXT) from the program itself still finds the
  *                next definition (libc's), with hangtrace's dlsym in between;
  *                exits 0 when it does
+ *   overflow     enters a region, then recurses until the stack overflows
+ *   blocked      a thread blocks hangtrace's capture signal (SIGRTMAX-5);
+ *                main sits 2 s in a region (a watchdog of 0.5 s captures);
+ *                the thread then prints pending=1 if the signal waits on it
  *   park N       N threads parked in parked_thread(), main in a region in
  *                stuck_in_here(); SIGUSR1 makes it exit 0 (for the dump tests)
  */
@@ -56,6 +60,28 @@ __attribute__((noinline)) void crash_here(volatile int* p) {
 __attribute__((noinline)) static void* parked_thread(void* arg) {
   (void)arg;
   for (;;) pause();
+  return NULL;
+}
+
+__attribute__((noinline)) int recurse_forever(int depth) {
+  volatile char pad[512];
+  pad[0] = (char)depth;
+  return recurse_forever(depth + 1) + pad[0];
+}
+
+static volatile int g_blocked_ready = 0;
+static void* blocking_thread(void* arg) {
+  (void)arg;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGRTMAX - 5);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  g_blocked_ready = 1;
+  usleep(1500 * 1000);
+  sigset_t pending;
+  sigpending(&pending);
+  printf("pending=%d\n", sigismember(&pending, SIGRTMAX - 5));
+  fflush(stdout);
   return NULL;
 }
 
@@ -106,6 +132,20 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "probe-mpi")) {
     /* A program without MPI that probes for it, as plugins do. */
     printf("MPI_Init=%s\n", dlsym(RTLD_DEFAULT, "MPI_Init") ? "found" : "absent");
+    return 0;
+  }
+  if (!strcmp(mode, "overflow")) {
+    begin(r, 21);
+    return recurse_forever(0);
+  }
+  if (!strcmp(mode, "blocked")) {
+    pthread_t th;
+    pthread_create(&th, NULL, blocking_thread, NULL);
+    while (!g_blocked_ready) usleep(1000);
+    begin(r, 7);
+    usleep(2000 * 1000);
+    end(r);
+    pthread_join(th, NULL);
     return 0;
   }
   if (!strcmp(mode, "park")) {
