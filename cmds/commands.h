@@ -10,6 +10,26 @@ int AnalyzeCommand(int argc, char** argv);  // analyze.cc
 int SimulateCommand(int argc, char** argv);  // simulate.cc
 int DumpCommand(int argc, char** argv);      // dump.cc
 int SrunDumpCommand(int argc, char** argv);  // srun_dump.cc
+int LsCommand(int argc, char** argv);        // ls.cc
+int CleanCommand(int argc, char** argv);     // clean.cc
+
+// Exit status of every subcommand that judges a job (analyze, srun-dump):
+// documented in --help and docs/USAGE.md.
+enum ExitStatus : int {
+  kExitNoHang = 0,      // nothing wrong found (or a command that succeeded)
+  kExitCouldNot = 1,    // could not analyze: no readable file, a path that cannot be used
+  kExitUsage = 2,       // a usage error
+  kExitFound = 3,       // a hang, deadlock, mismatch or crash was found
+};
+
+// CLI11_PARSE with the documented status: --help 0, a usage error 2 (CLI11's
+// own codes are 100 and up).
+#define HT_PARSE(app, argc, argv)                          \
+  try {                                                    \
+    (app).parse((argc), (argv));                           \
+  } catch (const CLI::ParseError& e) {                     \
+    return (app).exit(e) == 0 ? 0 : ::hangtrace::kExitUsage; \
+  }
 
 struct CommandEntry {
   const char* name;

@@ -238,13 +238,13 @@ int DumpCommand(int argc, char** argv) {
   int thread_timeout_ms = 2000;
   app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + env.dir + ")");
   app.add_option("--job", job, "job id: the subfolder of --dir (default as the runtime names it: " + env.job + ")");
-  app.add_option("--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
-  app.add_option("--pid", pids, "also (or only, without trace files) these processes")->expected(-1);
+  app.add_option("-o,--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
+  app.add_option("-p,--pid", pids, "also (or only, without trace files) these processes")->expected(-1);
   app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
   app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
   app.add_flag("--quiet", quiet, "no progress lines");
-  CLI11_PARSE(app, argc, argv);
+  HT_PARSE(app, argc, argv);
   if (out.empty()) out = "hangtrace-dump-" + job;
 
   signal(SIGINT, OnSignal);

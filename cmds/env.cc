@@ -12,7 +12,7 @@ int EnvCommand(int argc, char** argv) {
   CLI::App app{"List the HANGTRACE_* environment variables the traced process reads.", "hangtrace env"};
   bool markdown = false;
   app.add_flag("--markdown", markdown, "print a Markdown table (the README's environment table)");
-  CLI11_PARSE(app, argc, argv);
+  HT_PARSE(app, argc, argv);
   int n = 0;
   const SettingDoc* docs = SettingDocs(&n);
   if (markdown) {

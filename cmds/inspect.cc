@@ -223,7 +223,7 @@ int InspectCommand(int argc, char** argv) {
   app.add_option("path", paths, "trace files or folders")->required()->expected(-1);
   app.add_option("--events", max_events, "how many of the last events to list per file (default 20)");
   app.add_flag("--all", all, "list every readable event");
-  CLI11_PARSE(app, argc, argv);
+  HT_PARSE(app, argc, argv);
 
   int read_ok = 0, failed = 0;
   for (const std::string& path : paths) {

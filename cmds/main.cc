@@ -1,6 +1,9 @@
 // hangtrace: one binary, a table of subcommands, one source file each.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cmds/commands.h"
 
@@ -18,8 +21,26 @@ const CommandEntry kCommands[] = {
     {"dump", "on a node: snapshot the traced processes of a job, with every thread's native stack",
      DumpCommand},
     {"srun-dump", "from the login node: dump every node of a hung SLURM job, then analyze", SrunDumpCommand},
+    {"ls", "list the traced jobs in the trace folder: state, ranks, hosts, age, the path to analyze", LsCommand},
+    {"clean", "remove the trace folders of jobs that have ended (gives /dev/shm back)", CleanCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
 };
+
+// Levenshtein distance, for "did you mean".
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 void Usage(FILE* out) {
   fprintf(out,
@@ -29,9 +50,12 @@ void Usage(FILE* out) {
   for (const CommandEntry& c : kCommands) fprintf(out, "  %-10s %s\n", c.name, c.summary);
   fprintf(out,
           "\nexample:\n"
-          "  mpirun -np 8 hangtrace run --timeout 60 -- ./app    # trace every rank\n"
+          "  mpirun -np 8 hangtrace run --timeout 60 ./app       # trace every rank\n"
+          "  hangtrace ls                                        # the traced jobs, and their paths\n"
           "  hangtrace analyze /dev/shm/hangtrace-$USER/<job>/    # the diagnosis\n"
-          "  hangtrace inspect /dev/shm/hangtrace-$USER/<job>/    # each process on its own\n");
+          "  hangtrace dump -p <pids> -o snap/                    # any processes, traced or not: stacks\n"
+          "\nexit status of analyze: 0 no hang, 3 a hang/deadlock/mismatch/crash found, 1 could not\n"
+          "analyze, 2 usage error\n");
 }
 
 }  // namespace
@@ -49,6 +73,17 @@ int main(int argc, char** argv) {
   }
   for (const CommandEntry& c : kCommands) {
     if (!strcmp(argv[1], c.name)) return c.main(argc - 1, argv + 1);
+  }
+  // Did you mean: the command nearest in edits, if it is near at all.
+  const CommandEntry* best = nullptr;
+  size_t best_distance = 3;
+  for (const CommandEntry& c : kCommands) {
+    const size_t d = EditDistance(argv[1], c.name);
+    if (d < best_distance) best_distance = d, best = &c;
+  }
+  if (best) {
+    fprintf(stderr, "hangtrace: unknown command '%s'; did you mean '%s'?\n", argv[1], best->name);
+    return 2;
   }
   fprintf(stderr, "hangtrace: unknown command '%s'\n\n", argv[1]);
   Usage(stderr);

@@ -39,9 +39,11 @@ int RunCommand(int argc, char** argv) {
   CLI::App app{
       "Run CMD with every MPI, NCCL and CUDA call of the process recorded into a crash-durable trace\n"
       "file (one per process, in DIR/<job>/). Works under mpirun and srun: put it after the launcher.\n\n"
+      "Options of hangtrace go before the command; everything from the command on is the\n"
+      "command's own (as with perf, strace, py-spy). A '--' before the command is allowed.\n\n"
       "examples:\n"
-      "  mpirun -np 64 hangtrace run -- ./app --steps 100\n"
-      "  srun hangtrace run --timeout 300 -- python train.py\n"
+      "  mpirun -np 64 hangtrace run ./app --steps 100\n"
+      "  srun hangtrace run --timeout 300 python train.py --lr 3e-4\n"
       "  hangtrace run --dir /tmp/traces --blocking coll -- ./app\n",
       "hangtrace run"};
   std::string dir, blocking;
@@ -61,9 +63,20 @@ int RunCommand(int argc, char** argv) {
   app.add_option("--ring", ring, "event slots per thread lane, 64 bytes each (HANGTRACE_RING; default 65536)");
   app.add_option("--job", job, "job id naming the subfolder (HANGTRACE_JOB; default from SLURM/mpirun)");
   app.add_flag("--no-stacks", no_stacks, "never capture stacks inside the process (HANGTRACE_STACKS=0)");
-  app.add_option("cmd", cmd, "the command to run, after --")->required()->expected(-1);
-  app.allow_extras(false);
-  CLI11_PARSE(app, argc, argv);
+  app.prefix_command();  // the first word that is not ours starts the command
+  app.footer("CMD ARGS...  the command to run, with its own options");
+  HT_PARSE(app, argc, argv);
+  cmd = app.remaining();
+  if (!cmd.empty() && cmd.front() == "--") {
+    cmd.erase(cmd.begin());
+  } else if (!cmd.empty() && cmd.front().size() > 1 && cmd.front()[0] == '-') {
+    fprintf(stderr, "hangtrace run: unknown option '%s' (options of hangtrace run: --help)\n", cmd.front().c_str());
+    return 2;
+  }
+  if (cmd.empty()) {
+    fprintf(stderr, "hangtrace run: no command given (hangtrace run [OPTIONS] CMD ARGS...; --help for more)\n");
+    return 2;
+  }
 
   BlockingMode mode;
   if (!blocking.empty() && !ParseBlockingMode(blocking, &mode)) {

@@ -41,7 +41,7 @@ int SimulateCommand(int argc, char** argv) {
   app.add_option("--seq-base", c.seq_base,
                  "collectives every communicator did before the simulated steps (a long run: its rings hold "
                  "only the newest; default 0)");
-  CLI11_PARSE(app, argc, argv);
+  HT_PARSE(app, argc, argv);
   for (const std::string& f : faults) {
     trainer::Fault fault;
     std::string err;

@@ -118,13 +118,13 @@ int SrunDumpCommand(int argc, char** argv) {
   double node_timeout = 20;
   bool no_stacks = false;
   app.add_option("jobid", jobid, "SLURM job id")->required();
-  app.add_option("--out", out,
+  app.add_option("-o,--out", out,
                  "dump folder, on a file system every node sees (default ./hangtrace-dump-JOBID-<time>)");
   app.add_option("--node-timeout", node_timeout, "seconds to wait for the nodes (default 20)");
   app.add_option("--dir", dir, "trace folder root on the nodes (default: the runtime's, $HANGTRACE_DIR)");
   app.add_flag("--no-stacks", no_stacks, "trace files and process state only: attach to nothing");
-  app.add_option("--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("-f,--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  HT_PARSE(app, argc, argv);
   const auto t0 = std::chrono::steady_clock::now();
 
   // The job: running, and where.
@@ -206,7 +206,7 @@ int SrunDumpCommand(int argc, char** argv) {
   }
   if (silent.size() == nodes.size()) {
     fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);
-    return 1;
+    return kExitCouldNot;
   }
 
   Job job = LoadJob({out});
@@ -227,7 +227,7 @@ int SrunDumpCommand(int argc, char** argv) {
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; dump %.1f s, with analysis %.1f s; folder %s\n",
           nodes.size() - silent.size(), nodes.size(), dump_s, total_s, out.c_str());
-  return 0;
+  return d.verdict == Verdict::kNoHang ? kExitNoHang : kExitFound;
 }
 
 }  // namespace hangtrace

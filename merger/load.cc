@@ -165,6 +165,7 @@ struct Partial {
   std::vector<std::string> warnings;
   uint64_t records = 0;
   size_t files = 0;
+  std::map<std::string, JobFiles> jobs;
 };
 
 class Loader {
@@ -183,6 +184,8 @@ class Loader {
     const TraceSnapshot& s = *snap;
     for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
     const fmt::ProcessInfo& p = s.process;
+    JobFiles& of_job = out->jobs[BoundedString(p.job, sizeof(p.job))];
+    if (of_job.files++ == 0) of_job.example = path;
     if (p.forked || fmt::ProcState(p.state) == fmt::ProcState::kExeced) return;  // not a rank
     if (p.rank >= kMaxRanks || p.world_size > kMaxRanks) {
       out->warnings.push_back(path + ": rank " + std::to_string(p.rank) + " of " + std::to_string(p.world_size) +
@@ -506,6 +509,11 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     job.files += part.files;
     job.records += part.records;
     job.warnings.insert(job.warnings.end(), part.warnings.begin(), part.warnings.end());
+    for (auto& [id, f] : part.jobs) {
+      JobFiles& all = job.jobs[id];
+      if (all.example.empty()) all.example = f.example;
+      all.files += f.files;
+    }
     for (RankView& v : part.ranks) {
       RankView& slot = job.ranks[size_t(v.rank)];
       if (slot.state != RankState::kMissing) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -152,8 +153,17 @@ class SigWindow {
   size_t filled_ = 0;
 };
 
+// The files of one job id among the paths given.
+struct JobFiles {
+  size_t files = 0;
+  std::string example;  // one of them
+};
+
 struct Job {
   int32_t world_size = 0;
+  // Every job id the files name: more than one, and the paths mix jobs
+  // (analyze refuses: their ranks and sequence numbers mean nothing together).
+  std::map<std::string, JobFiles> jobs;
   std::vector<RankView> ranks;        // index = world rank; kMissing when absent
   std::vector<GlobalComm> comms;
   std::unordered_map<uint64_t, int32_t> comm_index;

@@ -40,9 +40,12 @@ grep 'hangtrace: watchdog' "$dir/job.log" | sort | sed 's/ saved in .*//; s/^/  
 step "3. a live dump of the node: hangtrace dump --dir $dir --job demo --out $dir/dump"
 build/bin/hangtrace dump --dir "$dir" --job demo --out "$dir/dump" 2>&1 | sed 's/^/   /'
 
+# analyze exits 3 when it finds a hang: here, the expected outcome.
+analyze() { build/bin/hangtrace analyze "$@" || [ $? = 3 ]; }
+
 step "4. the diagnosis, from the dump: hangtrace analyze $dir/dump"
-build/bin/hangtrace analyze "$dir/dump" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
-build/bin/hangtrace analyze "$dir/dump" --format json > "$dir/report.json"
+analyze "$dir/dump" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
+analyze "$dir/dump" --format json > "$dir/report.json"
 
 step "5. tear the job down"
 teardown
@@ -62,8 +65,8 @@ trap teardown EXIT
 for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/py.log" && break; sleep 0.1; done
 sleep 1
 build/bin/hangtrace dump --dir "$dir" --job pydemo --out "$dir/pydump" 2>&1 | sed 's/^/   /'
-build/bin/hangtrace analyze "$dir/pydump" | sed -n '1,/^stacks, merged/p' | sed 's/^/   /'
-build/bin/hangtrace analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/^/   /'
+analyze "$dir/pydump" | sed -n '1,/^stacks, merged/p' | sed 's/^/   /'
+analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/^/   /'
 teardown
 trap - EXIT
 

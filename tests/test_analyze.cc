@@ -370,11 +370,11 @@ TEST(Analyze, CommandLineTextAndJson) {
   TempDir dir;
   SimulateAndLoad(dir, "p2p-deadlock@rank=0");
   auto text = testing::RunProgram({HT_CLI, "analyze", dir.path()}, {});
-  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.exit_code, 3) << "a deadlock found: " << text.err;
   EXPECT_EQ(text.out.rfind("hangtrace: DEADLOCK: ", 0), 0u) << text.out;
   EXPECT_NE(text.out.find("cycles of waits:"), std::string::npos);
   auto json = testing::RunProgram({HT_CLI, "analyze", "--format", "json", dir.path()}, {});
-  ASSERT_EQ(json.exit_code, 0) << json.err;
+  ASSERT_EQ(json.exit_code, 3) << json.err;
   nlohmann::json j = nlohmann::json::parse(json.out);
   EXPECT_EQ(j["verdict"], "deadlock");
   ASSERT_EQ(j["cycles"].size(), 1u);

@@ -164,7 +164,7 @@ TEST(Dump, ADeadProcessLeavesItsTraceFileAndTheAnalysisReadsTheFolder) {
   EXPECT_EQ(node["processes"][0]["liveness"], "gone");
   EXPECT_TRUE(node["processes"][0]["threads"].empty());
   ProgramResult r = RunProgram({HT_CLI, "analyze", "--format", "json", out.path()}, {}, 30);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 3) << "killed in a call: a crash found; " << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks_with_trace"], "0");
 }
@@ -174,7 +174,7 @@ TEST(Dump, StacksFromTheDumpReachTheMergedTree) {
   Parked p(dir, 3);
   Dump(dir, out.path());
   ProgramResult r = RunProgram({HT_CLI, "analyze", out.path()}, {}, 30);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 3) << "parked in a call: a hang found; " << r.err;
   EXPECT_NE(r.out.find("parked_thread"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("stuck_in_here"), std::string::npos) << r.out;
 }

@@ -70,8 +70,10 @@ if ! start_job 1; then
 fi
 
 start=$(date +%s.%N)
-"$build/bin/hangtrace" srun-dump "$job" --dir "$work/traces" --out "$work/dump" > "$work/report.txt" 2> "$work/report.err"
+status=0
+"$build/bin/hangtrace" srun-dump "$job" --dir "$work/traces" --out "$work/dump" > "$work/report.txt" 2> "$work/report.err" || status=$?
 end=$(date +%s.%N)
+[ "$status" = 3 ] || fail "srun-dump of a hung job exited $status, not 3 (a hang found)"
 cat "$work/report.err" "$work/report.txt" | head -30
 echo "srun-dump took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
 grep -q 'culprit rank 3 ' "$work/report.txt" || fail "rank 3 is not named the culprit"
@@ -112,7 +114,7 @@ grep -q 'step 1 loss' "$work/py.out" || { cat "$work/py.out"; fail "the Python j
 sleep 1
 job=$(squeue -h -n pyhang -o %i | head -1)
 start=$(date +%s.%N)
-"$build/bin/hangtrace" srun-dump "$job" --dir "$work/pytraces" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err"
+"$build/bin/hangtrace" srun-dump "$job" --dir "$work/pytraces" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err" || [ $? = 3 ]
 end=$(date +%s.%N)
 head -12 "$work/py.txt"
 echo "srun-dump of the 8-rank Python job took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"

@@ -1,0 +1,153 @@
+#include "merger/job_list.h"
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "merger/trace_reader.h"
+
+namespace hangtrace {
+namespace fs = std::filesystem;
+
+const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kRunning: return "running";
+    case JobState::kHung: return "hung";
+    case JobState::kStopped: return "stopped";
+    case JobState::kExited: return "exited";
+    case JobState::kFailed: return "failed";
+    case JobState::kCrashed: return "crashed";
+    case JobState::kGone: return "gone";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t NowRealNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void AddFile(JobSummary* j, const TraceSnapshot& s) {
+  const fmt::ProcessInfo& p = s.process;
+  ++j->files;
+  j->hosts.insert(BoundedString(p.host, sizeof(p.host)));
+  if (p.rank >= 0) j->ranks.insert(p.rank);
+  j->world_size = std::max(j->world_size, p.world_size);
+  // Wall-clock facts of the file itself, not converted ticks (a process
+  // that ended before its clock was calibrated has only raw ticks).
+  const int64_t start = p.clock.ref_real_ns;  // taken when the runtime started
+  if (start > 0 && (j->start_real_ns == 0 || start < j->start_real_ns)) j->start_real_ns = start;
+  int64_t last = int64_t(p.heartbeat_real_ns);
+  if (p.end_ticks != 0 && p.clock.ticks_hz != 0) last = std::max(last, s.TicksToRealNs(p.end_ticks));
+  j->last_real_ns = std::max(j->last_real_ns, last);
+
+  const auto state = fmt::ProcState(p.state);
+  if (state == fmt::ProcState::kExeced) return;  // its successor has a file of its own
+  if (state == fmt::ProcState::kExited) {
+    (p.exit_code == 0 ? j->exited_ok : j->exited_failed) += 1;
+    return;
+  }
+  if (state == fmt::ProcState::kCrashed) {
+    ++j->crashed;
+    return;
+  }
+  switch (ProcessLiveness(s)) {
+    case Liveness::kRunning: {
+      ++j->alive;
+      for (const ThreadInfo& t : s.threads) j->flagged += t.in_call && t.watchdog_flagged;
+      return;
+    }
+    case Liveness::kStopped:
+      ++j->stopped;
+      return;
+    case Liveness::kUnknown: {
+      // Written on another machine or before a reboot: judged by its heartbeat.
+      const double silent_s = double(NowRealNs() - last) / 1e9;
+      (silent_s < kHeartbeatStaleSeconds ? j->alive : j->gone) += 1;
+      return;
+    }
+    case Liveness::kZombie:
+    case Liveness::kGone:
+      ++j->gone;  // no exit record: killed
+      return;
+  }
+}
+
+JobState Decide(const JobSummary& j) {
+  if (j.alive > 0) return j.flagged > 0 ? JobState::kHung : JobState::kRunning;
+  if (j.stopped > 0) return JobState::kStopped;
+  if (j.crashed > 0) return JobState::kCrashed;
+  if (j.gone > 0) return JobState::kGone;
+  if (j.exited_failed > 0) return JobState::kFailed;
+  return JobState::kExited;
+}
+
+}  // namespace
+
+std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, std::vector<std::string>* warnings) {
+  std::vector<JobSummary> jobs;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(root, ec);
+  if (ec || !fs::exists(st)) {
+    *error = root + " does not exist (no job has been traced here yet)";
+    return jobs;
+  }
+  if (!fs::is_directory(st)) {
+    *error = root + " is not a folder";
+    return jobs;
+  }
+  fs::directory_iterator it(root, ec), end;
+  if (ec) {
+    *error = "cannot read " + root + ": " + ec.message();
+    return jobs;
+  }
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    std::error_code e2;
+    if (!fs::is_directory(it->symlink_status(e2))) continue;  // files, links: not job folders
+    JobSummary j;
+    j.path = it->path().string();
+    j.job = it->path().filename().string();
+    std::string err;
+    std::vector<std::string> skipped;
+    for (const std::string& file : FindTraceFiles(j.path, &err, &skipped)) {
+      std::string why;
+      auto s = ReadTraceFile(file, &why, {.events = false});
+      if (s) {
+        AddFile(&j, *s);
+        struct stat fst;  // what it takes, not its (sparse) length
+        if (lstat(file.c_str(), &fst) == 0) j.bytes += uint64_t(fst.st_blocks) * 512;
+      } else {
+        ++j.unreadable;
+        if (warnings) warnings->push_back(why);
+      }
+    }
+    if (warnings) warnings->insert(warnings->end(), skipped.begin(), skipped.end());
+    if (j.files + j.unreadable == 0) continue;
+    j.state = Decide(j);
+    jobs.push_back(std::move(j));
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const JobSummary& a, const JobSummary& b) {
+    return a.start_real_ns != b.start_real_ns ? a.start_real_ns > b.start_real_ns : a.job < b.job;
+  });
+  return jobs;
+}
+
+std::string Ago(int64_t now_real_ns, int64_t then_real_ns) {
+  if (then_real_ns <= 0) return "?";
+  const double s = std::max(0.0, double(now_real_ns - then_real_ns) / 1e9);
+  char buf[32];
+  if (s < 120) snprintf(buf, sizeof(buf), "%.0f s", s);
+  else if (s < 7200) snprintf(buf, sizeof(buf), "%.0f min", s / 60);
+  else if (s < 172800) snprintf(buf, sizeof(buf), "%.1f h", s / 3600);
+  else snprintf(buf, sizeof(buf), "%.0f days", s / 86400);
+  return buf;
+}
+
+}  // namespace hangtrace

@@ -1,0 +1,45 @@
+// The jobs under a trace folder, in brief: what `hangtrace ls` prints and
+// what `hangtrace clean` decides on. Reads each file's header and tables
+// only (not the ring), so listing thousands of files stays quick.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hangtrace {
+
+enum class JobState { kRunning, kHung, kStopped, kExited, kFailed, kCrashed, kGone };
+// "running", "hung", "stopped", "exited", "failed", "crashed", "gone".
+const char* JobStateName(JobState s);
+
+struct JobSummary {
+  std::string path;           // the job's folder: what to pass to analyze
+  std::string job;            // its name (the job id)
+  std::set<std::string> hosts;
+  size_t files = 0;           // readable trace files
+  size_t unreadable = 0;
+  std::set<int32_t> ranks;    // ranks known from the files
+  int32_t world_size = -1;    // the largest world size any file states
+  int64_t start_real_ns = 0;  // the earliest process start (0: unknown)
+  int64_t last_real_ns = 0;   // the latest sign of life (exit, crash, heartbeat)
+  uint64_t bytes = 0;         // disk the files take
+  // Processes by what they are now.
+  size_t alive = 0, stopped = 0, exited_ok = 0, exited_failed = 0, crashed = 0, gone = 0;
+  size_t flagged = 0;         // live processes with a call the watchdog flagged
+  JobState state = JobState::kGone;
+  // Whether any process of the job may still write (alive or stopped here).
+  bool Live() const { return alive + stopped > 0; }
+};
+
+// Every job folder directly under `root` (a folder of job folders, like
+// /dev/shm/hangtrace-$USER), newest first. Links are not followed; folders
+// without trace files are left out. What could not be read is described in
+// `warnings`; `error` when `root` itself cannot be used.
+std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, std::vector<std::string>* warnings);
+
+// "12 s", "3 min", "2.5 h", "4 days": how long ago, for people.
+std::string Ago(int64_t now_real_ns, int64_t then_real_ns);
+
+}  // namespace hangtrace

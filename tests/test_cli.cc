@@ -1,0 +1,170 @@
+// The command line as a user meets it: exit statuses, `hangtrace ls` and
+// `clean`, analyze without a path or with several jobs, `run`'s arguments.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace hangtrace {
+namespace {
+
+using testing::ProgramResult;
+using testing::RunProgram;
+using testing::TempDir;
+
+ProgramResult Cli(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
+  args.insert(args.begin(), HT_CLI);
+  return RunProgram(args, env, 60);
+}
+
+// A simulated job DIR/<job>/ with `fault` ("" for none).
+void Simulate(const TempDir& dir, const std::string& job, const std::string& fault) {
+  std::vector<std::string> args = {"simulate", "--out", dir.path(), "--job", job, "--tp", "2", "--pp", "1", "--dp", "2"};
+  if (!fault.empty()) args.insert(args.end(), {"--fault", fault});
+  ProgramResult r = Cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(Cli, AnalyzeExitStatusTellsTheVerdict) {
+  TempDir dir;
+  Simulate(dir, "healthy", "");
+  Simulate(dir, "hung", "stop@rank=1");
+  EXPECT_EQ(Cli({"analyze", dir.path() + "/healthy"}).exit_code, 0) << "no hang";
+  EXPECT_EQ(Cli({"analyze", dir.path() + "/hung"}).exit_code, 3) << "a hang found";
+  EXPECT_EQ(Cli({"analyze", "-f", "json", dir.path() + "/hung"}).exit_code, 3) << "the same in JSON";
+  EXPECT_EQ(Cli({"analyze", dir.path() + "/none"}).exit_code, 1) << "could not analyze";
+  EXPECT_EQ(Cli({"analyze", "--format", "yaml", dir.path()}).exit_code, 2) << "usage";
+  EXPECT_EQ(Cli({"analyze", "--no-such-flag"}).exit_code, 2) << "usage";
+  EXPECT_EQ(Cli({"analyze", "--help"}).exit_code, 0);
+}
+
+TEST(Cli, AFolderOfSeveralJobsIsRefusedWithTheJobsListed) {
+  // The default parent folder after a few runs: mixing gave a different
+  // verdict each time.
+  TempDir dir;
+  Simulate(dir, "first", "stop@rank=1");
+  Simulate(dir, "second", "");
+  ProgramResult r = Cli({"analyze", dir.path()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("files of 2 jobs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("job first"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("job second"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AnalyzeWithoutAPathTakesTheOnlyJobOrAsksWhich) {
+  TempDir dir;
+  Simulate(dir, "only", "stop@rank=1");
+  ProgramResult r = Cli({"analyze"}, {{"HANGTRACE_DIR", dir.path()}});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out.rfind("hangtrace: HANG", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("the only job in"), std::string::npos) << r.err;
+  Simulate(dir, "another", "");
+  r = Cli({"analyze"}, {{"HANGTRACE_DIR", dir.path()}});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("holds 2 jobs; name one"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hangtrace analyze " + dir.path() + "/only"), std::string::npos) << r.err;
+}
+
+TEST(Cli, LsListsJobsWithStateRanksAndPath) {
+  TempDir dir;
+  ProgramResult r = Cli({"ls", dir.path()});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("no traced job"), std::string::npos) << r.out;
+  // A simulated job's processes are not on this machine's /proc: judged by
+  // their heartbeats, long silent: gone.
+  Simulate(dir, "sim", "stop@rank=1");
+  // A live traced process: running, with its path.
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("LD_PRELOAD", HT_PRELOAD, 1);
+    setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
+    setenv("HANGTRACE_JOB", "live", 1);
+    setenv("HANGTRACE_TIMEOUT", "0", 1);
+    execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path() + "/live").empty(); ++i) usleep(20000);
+  r = Cli({"ls", dir.path()});
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("JOB "), std::string::npos) << r.out;
+  auto line_of = [&](const std::string& job) {
+    size_t at = r.out.find("\n" + job + " ");
+    return at == std::string::npos ? std::string() : r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  const std::string live = line_of("live"), sim = line_of("sim");
+  EXPECT_NE(live.find(" running "), std::string::npos) << r.out;
+  EXPECT_NE(live.find(dir.path() + "/live"), std::string::npos) << r.out;
+  EXPECT_NE(sim.find(" gone "), std::string::npos) << r.out;
+  EXPECT_NE(sim.find("0-3 of 4"), std::string::npos) << r.out;
+  // And after the kill, the live one is gone too: killed without an exit.
+  r = Cli({"ls", dir.path()});
+  EXPECT_NE(line_of("live").find(" gone "), std::string::npos) << r.out;
+}
+
+TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {
+  TempDir dir;
+  Simulate(dir, "ended", "");
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("LD_PRELOAD", HT_PRELOAD, 1);
+    setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
+    setenv("HANGTRACE_JOB", "live", 1);
+    setenv("HANGTRACE_TIMEOUT", "0", 1);
+    execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path() + "/live").empty(); ++i) usleep(20000);
+  ProgramResult dry = Cli({"clean", "-n", dir.path()});
+  EXPECT_NE(dry.out.find("would remove " + dir.path() + "/ended"), std::string::npos) << dry.out;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/ended"));
+  ProgramResult r = Cli({"clean", dir.path(), "--job", "live"});
+  EXPECT_EQ(r.exit_code, 1) << "asked to remove a live job";
+  EXPECT_NE(r.err.find("kept live"), std::string::npos) << r.err;
+  r = Cli({"clean", dir.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 job(s) removed"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ended"));
+  EXPECT_EQ(testing::ListTraceFiles(dir.path() + "/live").size(), 1u) << "the live job's file stays";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  r = Cli({"clean", dir.path()});
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/live"));
+}
+
+TEST(Cli, RunTakesTheCommandsOwnOptionsAsItsOwn) {
+  ProgramResult r = Cli({"run", "echo", "hello", "--timeout", "3", "world"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello --timeout 3 world\n");
+  r = Cli({"run", "--timeout", "3", "--", "echo", "a", "--", "b"});
+  EXPECT_EQ(r.out, "a -- b\n");
+  r = Cli({"run", "ls", "-d", "/tmp"});
+  EXPECT_EQ(r.out, "/tmp\n");
+  r = Cli({"run", "--timeuot", "3", "echo"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown option '--timeuot'"), std::string::npos) << r.err;
+  r = Cli({"run"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no command given"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AMisspeltCommandGetsADidYouMean) {
+  ProgramResult r = Cli({"analyse", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean 'analyze'?"), std::string::npos) << r.err;
+  r = Cli({"srundump"});
+  EXPECT_NE(r.err.find("did you mean 'srun-dump'?"), std::string::npos) << r.err;
+  r = Cli({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hangtrace
