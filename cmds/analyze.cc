@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -77,7 +78,9 @@ int AnalyzeCommand(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(interval));
   }
   Job job = LoadJob(paths, opts);
-  if (job.files == 0) {
+  const bool any_rank = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                    [](const RankView& v) { return v.state != RankState::kMissing; });
+  if (job.files == 0 && !any_rank) {
     for (const std::string& w : job.warnings) fprintf(stderr, "hangtrace analyze: %s\n", w.c_str());
     fprintf(stderr, "hangtrace analyze: no readable trace file under the given paths\n");
     return kExitCouldNot;

@@ -30,6 +30,7 @@
 
 #include "cmds/commands.h"
 #include "dump/native_stacks.h"
+#include "dump/processes.h"
 #include "merger/rank_set.h"
 #include "merger/node_dump.h"
 #include "merger/report.h"
@@ -157,6 +158,8 @@ void OnSignal(int sig) {
 struct Target {
   pid_t pid = 0;
   int32_t rank = -1;
+  int32_t world_size = -1;
+  std::string rank_from;  // "trace", or the environment variable of an untraced rank
   std::string trace;  // source file, "" when given by --pid only
   std::string copy;   // file name in the dump folder
   Liveness live = Liveness::kUnknown;
@@ -229,6 +232,7 @@ int DumpCommand(int argc, char** argv) {
       "examples:\n"
       "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
       "  hangtrace dump --pid 4242 --out /tmp/d                  # one process, traced or not\n"
+      "  hangtrace dump -p $(pgrep -x mpirun) -o /tmp/d          # a launcher: its ranks, traced or not\n"
       "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
       "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
       "hangtrace dump"};
@@ -237,9 +241,14 @@ int DumpCommand(int argc, char** argv) {
   bool no_stacks = false, no_symbols = false, quiet = false;
   int thread_timeout_ms = 2000;
   app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + env.dir + ")");
-  app.add_option("--job", job, "job id: the subfolder of --dir (default as the runtime names it: " + env.job + ")");
+  app.add_option("--job", job,
+                 "job id: the subfolder of --dir (default as the runtime names it: " + env.job +
+                     "); given, also every process on this node whose SLURM_JOB_ID it is, traced or not");
   app.add_option("-o,--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
-  app.add_option("-p,--pid", pids, "also (or only, without trace files) these processes")->expected(-1);
+  app.add_option("-p,--pid", pids,
+                 "also (or only, without trace files) these processes; a launcher's pid (mpirun, srun's "
+                 "slurmstepd, torchrun) stands for its ranks")
+      ->expected(-1);
   app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
   app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
@@ -270,7 +279,8 @@ int DumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace dump: %s (no trace files of job %s on %s; --dir/--job, or --pid)\n",
             find_error.c_str(), job.c_str(), host.c_str());
   }
-  for (const std::string& f : files) {
+  // A trace file of the job (or one a process maps): its process is a target.
+  auto add_trace = [&](const std::string& f) {
     std::string err;
     ReadOptions header_only;
     header_only.events = false;
@@ -284,14 +294,19 @@ int DumpCommand(int argc, char** argv) {
       warnings.push_back(err);
       t.owner = geteuid();
       targets.push_back(t);
-      continue;
+      return;
     }
-    if (s->process.forked) continue;  // a fork child of a rank (its stacks come with --pid)
+    if (s->process.forked) return;  // a fork child of a rank (its stacks come with --pid)
     // A trace folder on a shared file system holds every node's files: this
     // node dumps its own.
-    if (BoundedString(s->process.host, sizeof(s->process.host)) != host) continue;
+    if (BoundedString(s->process.host, sizeof(s->process.host)) != host) return;
+    for (const Target& known : targets) {
+      if (known.pid == s->process.pid && known.trace == f) return;
+    }
     t.pid = s->process.pid;
     t.rank = s->process.rank;
+    t.world_size = s->process.world_size;
+    t.rank_from = "trace";
     t.live = ProcessLiveness(*s);
     // The file must belong to its process's user (a dead one's: to ours).
     t.owner = t.live == Liveness::kRunning || t.live == Liveness::kStopped ? ProcessUid(t.pid) : int64_t(geteuid());
@@ -303,11 +318,48 @@ int DumpCommand(int argc, char** argv) {
                                  s->process.heartbeat_real_ns) / 1e9;
     }
     targets.push_back(t);
-  }
+  };
+  for (const std::string& f : files) add_trace(f);
+
+  // Processes named by pid (ranks, or a launcher whose descendants are the
+  // ranks) and, with --job, the ranks of that SLURM job on this node: traced
+  // (their mapped file, wherever --dir put it) or not (rank from environ).
+  std::vector<RankedProcess> ranked;
+  std::vector<int> plain;
   for (int pid : pids) {
+    std::vector<RankedProcess> under = RanksUnder(pid);
+    if (under.empty()) plain.push_back(pid);
+    ranked.insert(ranked.end(), under.begin(), under.end());
+  }
+  if (app.count("--job")) {
+    const char* my_job = getenv("SLURM_JOB_ID");
+    const char* my_step = getenv("SLURM_STEP_ID");
+    std::vector<RankedProcess> of_job =
+        RanksOfSlurmJob(job, my_job && job == my_job && my_step ? std::string(my_step) : std::string());
+    ranked.insert(ranked.end(), of_job.begin(), of_job.end());
+  }
+  for (const RankedProcess& r : ranked) {
+    bool known = false;
+    for (const Target& t : targets) known |= t.pid == r.pid;
+    if (known) continue;
+    if (const std::string mapped = MappedTraceFile(r.pid); !mapped.empty()) {
+      const size_t before = targets.size();
+      add_trace(mapped);
+      if (targets.size() > before) continue;
+    }
+    Target t{r.pid, r.rank, r.world_size, r.rank_from, "", "", Liveness::kRunning, -1, false, false, ProcessUid(r.pid)};
+    targets.push_back(t);
+  }
+  if (!quiet && !ranked.empty()) {
+    size_t untraced = 0;
+    for (const Target& t : targets) untraced += t.trace.empty() && t.rank >= 0;
+    fprintf(stderr, "hangtrace dump: %s: %zu rank process(es) found, %zu untraced (rank from their environment)\n",
+            host.c_str(), ranked.size(), untraced);
+  }
+  for (int pid : plain) {
     bool known = false;
     for (const Target& t : targets) known |= t.pid == pid;
-    if (!known) targets.push_back(Target{pid, -1, "", "", Liveness::kRunning, -1, false, false, ProcessUid(pid)});
+    if (!known) targets.push_back(Target{pid, -1, -1, "", "", "", Liveness::kRunning, -1, false, false, ProcessUid(pid)});
   }
   if (targets.empty()) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
@@ -355,6 +407,8 @@ int DumpCommand(int argc, char** argv) {
     NodeProcess p;
     p.pid = t.pid;
     p.rank = t.rank;
+    p.world_size = t.world_size;
+    p.rank_from = t.rank_from;
     p.trace = t.copy;
     p.liveness = t.live;
     p.heartbeat_age_s = t.heartbeat_age_s;

@@ -586,11 +586,17 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
 
 Diagnosis Diagnose(const Job& job, const Job* earlier) {
   using namespace diagnose;
+  bool any_traced = false, any_stacks = false;
+  for (const RankView& v : job.ranks) {
+    any_traced |= v.state != RankState::kMissing && !v.from_stacks;
+    any_stacks |= v.from_stacks;
+  }
+  if (any_stacks && !any_traced) return DiagnoseFromStacks(job);
   Diagnosis d;
   d.world_size = job.world_size;
   for (const RankView& v : job.ranks) {
     if (v.state == RankState::kMissing) d.missing.Add(v.rank);
-    else d.with_trace.Add(v.rank);
+    else (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
   }
   if (earlier) {
     d.compared = true;

@@ -42,6 +42,10 @@ struct Mismatch {
 struct Diagnosis {
   int32_t world_size = 0;
   RankSet with_trace, missing;
+  // What the diagnosis stands on: "trace" (the ranks' trace files), or
+  // "stacks" (a dump of untraced processes: stacks and environment only).
+  std::string basis = "trace";
+  RankSet from_stacks;   // ranks known only from a dump's stacks
   Verdict verdict = Verdict::kNoHang;
   bool below = false;    // ranks all in one call that does not complete: below MPI
   std::vector<std::string> notes;  // facts that qualify the verdict, one line each

@@ -123,4 +123,11 @@ std::string SignalName(int sig);
 inline bool IsP2p(const CallPoint& c) { return c.call_flags & fmt::kCallP2p; }
 inline bool IsCollective(const CallPoint& c) { return c.call_flags & fmt::kCallCollective; }
 
+// A job whose every rank is known only from a dump's stacks (no trace):
+// the whole diagnosis, on its own rules (stacks_only.cc).
+Diagnosis DiagnoseFromStacks(const Job& job);
+
+// " at f (file.py:12)" for a Python frame id of Job::frames, "" for -1.
+std::string WhereInProgram(const Job& job, int64_t frame);
+
 }  // namespace hangtrace::diagnose

@@ -1,10 +1,12 @@
 // LoadJob: one pass over every trace file, in parallel, into a Job.
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <unistd.h>
 #include <mutex>
@@ -477,6 +479,109 @@ class Loader {
 
 }  // namespace
 
+// The communication call a native stack is in: its innermost frame of the
+// MPI, NCCL/RCCL or CUDA/HIP synchronizing APIs ("" when none). PMPI_ and
+// pncl names are reported as the API users call.
+std::string CommunicationCall(const Job& job, const ThreadStack& t) {
+  auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  for (uint32_t id : t.frames) {
+    const Frame& f = job.frames[id];
+    if (f.lang != Frame::Lang::kNative || f.func.size() < 5) continue;
+    std::string name = f.func.substr(0, f.func.find('('));
+    if (starts(name, "PMPI_")) name = name.substr(1);
+    if (starts(name, "pnccl")) name = name.substr(1);
+    const bool mpi = starts(name, "MPI_") && name.size() > 4 && isupper(static_cast<unsigned char>(name[4]));
+    const bool nccl = (starts(name, "nccl") || starts(name, "rccl")) && name.size() > 4 &&
+                      isupper(static_cast<unsigned char>(name[4]));
+    const bool sync = name.find("Synchronize") != std::string::npos &&
+                      (starts(name, "cuda") || starts(name, "cu") || starts(name, "hip"));
+    if (mpi || nccl || sync) return name;
+  }
+  return "";
+}
+
+// The folders under `path` that hold a dump's node.json: the path itself
+// and its subfolders one level down (OUT/<host>/). Links are not followed.
+std::vector<std::string> FindNodeDumps(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
+  auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
+  if (has(path)) out.push_back(path);
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (fs::is_directory(it->symlink_status(ec)) && has(it->path())) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Ranks a dump found without a trace file: from their environment and stacks.
+void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
+  for (const std::string& p : paths) {
+    for (const std::string& folder : FindNodeDumps(p)) {
+      NodeDump node;
+      std::string error;
+      if (!ReadNodeDump(folder, &node, &error)) continue;  // said by the loader of its trace files
+      for (const NodeProcess& np : node.processes) {
+        if (!np.trace.empty()) continue;
+        const std::string where = folder + "/" + kNodeFile + ": pid " + std::to_string(np.pid);
+        if (np.rank < 0) {
+          job->warnings.push_back(where + " has no rank in its environment and no trace file; skipped");
+          continue;
+        }
+        if (np.rank >= kMaxRanks || np.world_size > kMaxRanks) {
+          job->warnings.push_back(where + ": rank " + std::to_string(np.rank) + " is beyond what hangtrace analyzes; skipped");
+          continue;
+        }
+        const int32_t size = std::max(np.world_size, np.rank + 1);
+        if (size > job->world_size) {
+          job->ranks.resize(size_t(size));
+          for (int32_t r = job->world_size; r < size; ++r) job->ranks[size_t(r)].rank = r;
+          job->world_size = size;
+        }
+        RankView& slot = job->ranks[size_t(np.rank)];
+        if (slot.state != RankState::kMissing) {
+          job->warnings.push_back("rank " + std::to_string(np.rank) + " twice: " + (slot.path.empty() ? "?" : slot.path) +
+                                  " and " + where + " (untraced); using the first");
+          continue;
+        }
+        RankView v;
+        v.rank = np.rank;
+        v.host = node.host;
+        v.pid = np.pid;
+        v.path = folder + "/" + kNodeFile;
+        v.from_stacks = true;
+        v.rank_from = np.rank_from;
+        v.dump_state = np.state_before;
+        std::string call;
+        for (const NodeThread& th : np.threads) {
+          if (th.frames.empty()) continue;
+          ThreadStack t;
+          t.tid = th.tid;
+          for (const Frame& f : th.frames) t.frames.push_back(job->InternFrame(f));
+          std::string c = CommunicationCall(*job, t);
+          // The main thread's call first, else the first thread in one.
+          if (!c.empty() && (call.empty() || th.tid == uint32_t(np.pid))) {
+            call = c;
+            v.call_tid = th.tid;
+          }
+          v.stacks.push_back(std::move(t));
+        }
+        if (!call.empty()) {
+          v.current.valid = true;
+          v.current.name = job->Intern(call);
+        }
+        v.dead = np.liveness == Liveness::kGone || np.liveness == Liveness::kZombie;
+        if (v.dead) v.state = RankState::kGone;
+        else if (np.liveness == Liveness::kStopped || np.state_before == "T" || np.state_before == "t") v.state = RankState::kStopped;
+        else v.state = call.empty() ? RankState::kCompute : RankState::kInCall;
+        slot = std::move(v);
+      }
+    }
+  }
+}
+
 Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   Job job;
   std::vector<std::string> files;
@@ -484,7 +589,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     std::string err;
     std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings);
     if (!err.empty()) job.warnings.push_back(err);
-    else if (found.empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
+    else if (found.empty() && FindNodeDumps(p).empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
     files.insert(files.end(), found.begin(), found.end());
   }
   int nthreads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -557,6 +662,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   }
   for (const Job::Odd& o : job.odd) job.odd_index[OddKey(o.comm, o.seq, o.rank)] = o.sig;
   job.flagged.assign(flagged.begin(), flagged.end());
+  AddUntracedRanks(paths, &job);
   FinishStacks(&job);
   return job;
 }

@@ -93,6 +93,10 @@ struct RankView {
   // -1 when there is none: where in the program the rank waits.
   int64_t python_frame = -1;
   std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
+  // Untraced: known only from a dump (its rank from its environment, its
+  // call from its stacks). No communicator, sequence number or history.
+  bool from_stacks = false;
+  std::string rank_from;    // with from_stacks: the variable its rank came from
   uint32_t worker = 0;      // which loader's signature table holds its calls
 
   uint64_t Entered(int32_t comm) const {

@@ -63,6 +63,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   if (d.culprits.size() > 3) out += "  ... and " + std::to_string(d.culprits.size() - 3) + " more culprits (below)\n";
   for (const std::string& n : d.notes) out += "  " + n + "\n";
   out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
+         (d.from_stacks.Empty() ? "" : "; ranks " + d.from_stacks.Brief() + " from their stacks only (untraced)") +
          (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
 
   // Classes, biggest first. Classes of the same call on sibling
@@ -101,7 +102,8 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     char head[96];
     snprintf(head, sizeof(head), "  %-24s %6zu  ", ((l.ranks.Count() == 1 ? "rank " : "ranks ") + l.ranks.Brief(18)).c_str(),
              l.ranks.Count());
-    std::string what = GroupWhat(job, g);
+    std::string what = d.basis == "stacks" && g.state == RankState::kCompute ? "in no communication call"
+                                                                               : GroupWhat(job, g);
     if (l.comms.size() > 1) {
       const std::string& fam = job.comms[size_t(g.call.comm)].family;
       what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " + std::to_string(l.comms.size()) +
@@ -109,7 +111,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     }
     out += head + what;
     if (g.python_frame >= 0) out += " at " + job.frames[size_t(g.python_frame)].Text();
-    if (g.state == RankState::kInCall) out += ", for " + Seconds(l.in_call_s);
+    if (g.state == RankState::kInCall && d.basis != "stacks") out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
     if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
     out += "\n";
@@ -160,6 +162,8 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["ranks_with_trace"] = d.with_trace.ToString();
   j["ranks_missing"] = d.missing.ToString();
   j["verdict"] = VerdictName(d.verdict);
+  j["basis"] = d.basis;
+  j["ranks_from_stacks"] = d.from_stacks.ToString();
   j["summary"] = d.summary;
   j["culprits"] = json::array();
   for (const Culprit& c : d.culprits) j["culprits"].push_back({{"rank", c.rank}, {"host", c.host}, {"pid", c.pid}, {"why", c.why}});

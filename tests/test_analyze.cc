@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "merger/diagnose.h"
+#include "merger/node_dump.h"
 #include "merger/report.h"
 #include "merger/simulate.h"
 #include "tests/test_util.h"
@@ -382,6 +384,90 @@ TEST(Analyze, CommandLineTextAndJson) {
   auto none = testing::RunProgram({HT_CLI, "analyze", dir.path() + "/nothing-here"}, {});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("no such file or folder"), std::string::npos) << none.err;
+}
+
+// A dump of untraced processes, written as `hangtrace dump` writes it:
+// rank r's main thread has `stack` (innermost first); rank -1: no rank.
+struct Untraced {
+  int32_t rank;
+  std::vector<std::string> stack;
+  std::string state = "S";
+};
+void WriteNodeDump(const std::string& folder, const std::vector<Untraced>& procs, int32_t world) {
+  NodeDump node;
+  node.host = "n1";
+  node.job = "seed";
+  int32_t pid = 1000;
+  for (const Untraced& u : procs) {
+    NodeProcess p;
+    p.pid = ++pid;
+    p.rank = u.rank;
+    p.world_size = u.rank >= 0 ? world : -1;
+    p.rank_from = u.rank >= 0 ? "SLURM_PROCID" : "";
+    p.liveness = u.state == "T" ? Liveness::kStopped : Liveness::kRunning;
+    p.state_before = p.state_after = u.state;
+    NodeThread t;
+    t.tid = uint32_t(p.pid);
+    t.method = "ptrace";
+    for (const std::string& f : u.stack) {
+      Frame frame;
+      frame.func = f;
+      frame.module = "/usr/lib/libmpi.so.40";
+      t.frames.push_back(frame);
+    }
+    p.threads.push_back(t);
+    node.processes.push_back(p);
+  }
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder + "/node.json") << NodeToJson(node).dump();
+}
+
+TEST(Analyze, StacksOnlyGroupsRanksByTheirInnermostCommunicationCall) {
+  TempDir dir;
+  WriteNodeDump(dir.path() + "/n1",
+                {{0, {"__sched_yield", "ompi_request_default_wait", "PMPI_Allreduce", "train_step", "main"}},
+                 {1, {"poll", "PMPI_Bcast", "aggregate_loss", "main"}},
+                 {2, {"__sched_yield", "PMPI_Allreduce", "train_step", "main"}},
+                 {3, {"__sched_yield", "MPI_Allreduce", "train_step", "main"}},
+                 {4, {"expf", "forward", "main"}},
+                 {-1, {"pause", "main"}}},
+                5);
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.basis, "stacks");
+  EXPECT_EQ(d.from_stacks.ToString(), "0-4");
+  EXPECT_TRUE(d.with_trace.Empty());
+  EXPECT_EQ(VerdictName(d.verdict), std::string("hang"));
+  EXPECT_EQ(d.summary, "stacks only: ranks 0,2-3 in MPI_Allreduce, rank 1 in MPI_Bcast, rank 4 in no communication call")
+      << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 4);
+  EXPECT_NE(d.culprits[0].why.find("while ranks 0-3 wait in MPI_Allreduce, MPI_Bcast"), std::string::npos)
+      << d.culprits[0].why;
+  bool said = false;
+  for (const std::string& w : job.warnings) said |= w.find("no rank in its environment") != std::string::npos;
+  EXPECT_TRUE(said) << "the process without a rank is named";
+  // The merged stacks carry every rank.
+  EXPECT_NE(TextReport(job, d).find("PMPI_Bcast  [1]"), std::string::npos) << TextReport(job, d);
+}
+
+TEST(Analyze, StacksOnlyAllInOneCallIsBelowMpiAndAllComputingIsNoHang) {
+  TempDir one, none;
+  WriteNodeDump(one.path() + "/n1", {{0, {"PMPI_Barrier", "main"}}, {1, {"PMPI_Barrier", "main"}}}, 2);
+  Diagnosis d = Diagnose(LoadJob({one.path()}));
+  EXPECT_EQ(VerdictName(d.verdict), std::string("hang"));
+  EXPECT_TRUE(d.below);
+  EXPECT_TRUE(d.culprits.empty());
+  WriteNodeDump(none.path() + "/n1", {{0, {"expf", "main"}}, {1, {"logf", "main"}}}, 2);
+  d = Diagnose(LoadJob({none.path()}));
+  EXPECT_EQ(VerdictName(d.verdict), std::string("no-hang")) << d.summary;
+  // A stopped rank is the culprit of those that wait.
+  TempDir stopped;
+  WriteNodeDump(stopped.path() + "/n1", {{0, {"PMPI_Barrier", "main"}}, {1, {"compute", "main"}, "T"}}, 2);
+  d = Diagnose(LoadJob({stopped.path()}));
+  ASSERT_EQ(d.culprits.size(), 1u);
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("stopped"), std::string::npos);
 }
 
 }  // namespace

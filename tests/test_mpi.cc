@@ -3,6 +3,7 @@
 // is read and checked against the others.
 #define OMPI_SKIP_MPICXX 1
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,7 +20,9 @@
 #include "merger/diagnose.h"
 #include "merger/symbolize.h"
 #include "merger/trace_reader.h"
+#include "dump/processes.h"
 #include "tests/test_util.h"
+#include "tracer/procfs.h"
 
 namespace hangtrace {
 namespace {
@@ -319,6 +322,62 @@ TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
   EXPECT_EQ(d.culprits[0].rank, 2);
   EXPECT_NE(d.culprits[0].why.find("is stopped"), std::string::npos) << d.culprits[0].why;
   EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
+}
+
+// The seed's own case: a job started under no tool hangs; `dump -p` of its
+// launcher finds the ranks (its descendants), reads each rank from its
+// environment and its stacks from outside; analyze says what it can from
+// stacks alone, and says so.
+TEST(Mpi, AJobNobodyTracedIsDumpedByItsLauncherAndDiagnosedFromStacks) {
+  TempDir out;
+  pid_t launcher = fork();
+  if (launcher == 0) {
+    for (const auto& [k, v] : testing::kMpiAsRoot) setenv(k.c_str(), v.c_str(), 1);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execlp("mpirun", "mpirun", "-np", "4", "--oversubscribe", HT_MPI_PROG, "sigstop", (char*)nullptr);
+    _exit(127);
+  }
+  // Rank 2 stops itself; the others enter MPI_Allreduce. Wait for the stop.
+  std::vector<RankedProcess> ranks;
+  bool stopped = false;
+  for (int i = 0; i < 200 && !stopped; ++i) {
+    usleep(50000);
+    ranks = RanksUnder(launcher);
+    for (const RankedProcess& r : ranks) {
+      ProcStat st;
+      stopped |= r.rank == 2 && ReadProcStat(r.pid, &st) && st.state == 'T';
+    }
+  }
+  usleep(300000);  // the others reach the all-reduce
+  ProgramResult dump = RunProgram({HT_CLI, "dump", "-p", std::to_string(launcher), "-o", out.path()}, {}, 60);
+  ProgramResult text = RunProgram({HT_CLI, "analyze", out.path()}, {}, 60);
+  ProgramResult json = RunProgram({HT_CLI, "analyze", "-f", "json", out.path()}, {}, 60);
+  for (const RankedProcess& r : ranks) kill(r.pid, SIGKILL);
+  kill(launcher, SIGTERM);
+  waitpid(launcher, nullptr, 0);
+
+  ASSERT_TRUE(stopped) << "rank 2 never stopped";
+  ASSERT_EQ(ranks.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(ranks[size_t(r)].rank, r);
+    EXPECT_EQ(ranks[size_t(r)].world_size, 4);
+    EXPECT_EQ(ranks[size_t(r)].rank_from, "OMPI_COMM_WORLD_RANK");
+  }
+  EXPECT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.err.find("4 rank process(es) found, 4 untraced"), std::string::npos) << dump.err;
+  EXPECT_EQ(text.exit_code, 3) << text.err;
+  EXPECT_EQ(text.out.rfind("hangtrace: HANG: stacks only: ranks 0-1,3 in MPI_Allreduce, rank 2 stopped", 0), 0u)
+      << text.out;
+  EXPECT_NE(text.out.find("culprit rank 2"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("no trace, so no communicator or sequence number"), std::string::npos) << text.out;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["basis"], "stacks");
+  EXPECT_EQ(j["ranks_from_stacks"], "0-3");
+  EXPECT_EQ(j["ranks_with_trace"], "");
+  ASSERT_EQ(j["culprits"].size(), 1u);
+  EXPECT_EQ(j["culprits"][0]["rank"], 2);
 }
 
 // The pids of the ranks of a running job, from their trace files.

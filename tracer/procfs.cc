@@ -35,6 +35,7 @@ bool ReadProcStat(pid_t pid, ProcStat* out) {
   if (!p || p[1] != ' ') return false;
   p += 2;
   out->state = *p;
+  out->ppid = p[1] == ' ' ? int32_t(strtol(p + 2, nullptr, 10)) : 0;
   for (int field = 3; *p && field < 22; ++p) {
     if (*p == ' ') ++field;
   }

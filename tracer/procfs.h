@@ -14,6 +14,7 @@ ssize_t ReadSmallFile(const char* path, char* buf, size_t cap);
 
 struct ProcStat {
   char state = '?';         // R, S, D, T, t, Z, ...
+  int32_t ppid = 0;         // field 4
   uint64_t start_time = 0;  // field 22: clock ticks since boot
 };
 // /proc/<pid>/stat (pid 0: this process). False when the process is gone.

@@ -1,0 +1,183 @@
+#include "dump/processes.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "tracer/procfs.h"
+
+namespace hangtrace {
+namespace {
+
+// Most specific launcher first, as the runtime reads them (tracer/runtime.cc).
+struct RankVar {
+  const char* rank;
+  const char* size;
+};
+const RankVar kRankVars[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+    {"PMIX_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"SLURM_PROCID", "SLURM_NTASKS"},
+    {"RANK", "WORLD_SIZE"},
+};
+
+std::map<std::string, std::string> ReadEnviron(pid_t pid) {
+  std::map<std::string, std::string> env;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+bool ParseCount(const std::string& text, int32_t* out) {
+  if (text.empty() || text.size() > 9) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  *out = int32_t(strtol(text.c_str(), nullptr, 10));
+  return true;
+}
+
+std::string Comm(pid_t pid) {
+  char buf[64] = {};
+  const std::string path = "/proc/" + std::to_string(pid) + "/comm";
+  if (ReadSmallFile(path.c_str(), buf, sizeof(buf)) <= 0) return "";
+  std::string s = buf;
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+bool IsShell(const std::string& comm) {
+  return comm == "sh" || comm == "bash" || comm == "dash" || comm == "zsh" || comm == "ksh";
+}
+
+// Every process of this machine: pid -> parent.
+std::map<pid_t, pid_t> ParentMap() {
+  std::map<pid_t, pid_t> parents;
+  DIR* d = opendir("/proc");
+  if (!d) return parents;
+  while (struct dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end) continue;
+    ProcStat st;
+    if (ReadProcStat(pid_t(pid), &st)) parents[pid_t(pid)] = st.ppid;
+  }
+  closedir(d);
+  return parents;
+}
+
+// Of ranked processes, the topmost per rank: one whose parent is not a rank
+// of the same job. A shell that only runs the rank's program hands over to it.
+std::vector<RankedProcess> Topmost(const std::map<pid_t, RankedProcess>& ranked, const std::map<pid_t, pid_t>& parents) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& [pid, parent] : parents) children[parent].push_back(pid);
+  std::vector<RankedProcess> out;
+  for (const auto& [pid, p] : ranked) {
+    auto parent = parents.find(pid);
+    if (parent != parents.end()) {
+      auto up = ranked.find(parent->second);
+      if (up != ranked.end() && up->second.rank == p.rank) continue;  // its rank's own child
+    }
+    RankedProcess chosen = p;
+    for (int depth = 0; depth < 4 && IsShell(Comm(chosen.pid)); ++depth) {
+      std::vector<pid_t> same;
+      for (pid_t c : children[chosen.pid]) {
+        auto it = ranked.find(c);
+        if (it != ranked.end() && it->second.rank == chosen.rank) same.push_back(c);
+      }
+      if (same.size() != 1) break;
+      chosen = ranked.at(same[0]);
+    }
+    out.push_back(chosen);
+  }
+  std::sort(out.begin(), out.end(), [](const RankedProcess& a, const RankedProcess& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.pid < b.pid;
+  });
+  return out;
+}
+
+}  // namespace
+
+bool ReadRankedProcess(pid_t pid, RankedProcess* out) {
+  const std::map<std::string, std::string> env = ReadEnviron(pid);
+  out->pid = pid;
+  auto get = [&](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  out->slurm_job = get("SLURM_JOB_ID");
+  out->slurm_step = get("SLURM_STEP_ID");
+  for (const RankVar& v : kRankVars) {
+    int32_t rank;
+    if (!ParseCount(get(v.rank), &rank)) continue;
+    if (!strcmp(v.rank, "RANK") && get("WORLD_SIZE").empty()) continue;  // RANK alone is anybody's variable
+    out->rank = rank;
+    out->rank_from = v.rank;
+    int32_t size;
+    if (ParseCount(get(v.size), &size)) out->world_size = size;
+    return true;
+  }
+  return false;
+}
+
+std::vector<RankedProcess> RanksUnder(pid_t pid) {
+  RankedProcess self;
+  if (ReadRankedProcess(pid, &self)) return {self};
+  const std::map<pid_t, pid_t> parents = ParentMap();
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& [p, parent] : parents) children[parent].push_back(p);
+  std::map<pid_t, RankedProcess> ranked;
+  std::vector<pid_t> todo = {pid};
+  std::set<pid_t> seen;
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    if (!seen.insert(p).second) continue;
+    for (pid_t c : children[p]) {
+      RankedProcess r;
+      if (ReadRankedProcess(c, &r)) ranked[c] = r;
+      todo.push_back(c);
+    }
+  }
+  return Topmost(ranked, parents);
+}
+
+std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step) {
+  const std::map<pid_t, pid_t> parents = ParentMap();
+  std::map<pid_t, RankedProcess> ranked;
+  const pid_t self = getpid();
+  for (const auto& [pid, parent] : parents) {
+    if (pid == self) continue;
+    RankedProcess r;
+    if (!ReadRankedProcess(pid, &r) || r.slurm_job != job) continue;
+    if (!exclude_step.empty() && r.slurm_step == exclude_step) continue;  // the dump's own step
+    ranked[pid] = r;
+  }
+  return Topmost(ranked, parents);
+}
+
+std::string MappedTraceFile(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.size() > 7 && path.compare(path.size() - 7, 7, ".htrace") == 0) return path;
+  }
+  return "";
+}
+
+}  // namespace hangtrace
