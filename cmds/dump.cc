@@ -275,10 +275,7 @@ int DumpCommand(int argc, char** argv) {
   const std::string job_dir = dir + "/" + job;
   std::string find_error;
   std::vector<std::string> files = FindTraceFiles(job_dir, &find_error, &warnings);
-  if (!find_error.empty() && pids.empty()) {
-    fprintf(stderr, "hangtrace dump: %s (no trace files of job %s on %s; --dir/--job, or --pid)\n",
-            find_error.c_str(), job.c_str(), host.c_str());
-  }
+
   // A trace file of the job (or one a process maps): its process is a target.
   auto add_trace = [&](const std::string& f) {
     std::string err;
@@ -334,8 +331,10 @@ int DumpCommand(int argc, char** argv) {
   if (app.count("--job")) {
     const char* my_job = getenv("SLURM_JOB_ID");
     const char* my_step = getenv("SLURM_STEP_ID");
+    const char* my_node = getenv("SLURMD_NODENAME");
     std::vector<RankedProcess> of_job =
-        RanksOfSlurmJob(job, my_job && job == my_job && my_step ? std::string(my_step) : std::string());
+        RanksOfSlurmJob(job, my_job && job == my_job && my_step ? std::string(my_step) : std::string(),
+                        my_job && job == my_job && my_node ? std::string(my_node) : std::string());
     ranked.insert(ranked.end(), of_job.begin(), of_job.end());
   }
   for (const RankedProcess& r : ranked) {
@@ -362,7 +361,10 @@ int DumpCommand(int argc, char** argv) {
     if (!known) targets.push_back(Target{pid, -1, -1, "", "", "", Liveness::kRunning, -1, false, false, ProcessUid(pid)});
   }
   if (targets.empty()) {
-    fprintf(stderr, "hangtrace dump: nothing to dump on %s\n", host.c_str());
+    if (!find_error.empty()) fprintf(stderr, "hangtrace dump: %s\n", find_error.c_str());
+    fprintf(stderr, "hangtrace dump: nothing to dump on %s: no trace files of job %s, and no process %s\n",
+            host.c_str(), job.c_str(),
+            app.count("--job") ? "with that SLURM_JOB_ID and a rank" : "named (--pid, or --job for a SLURM job's)");
     return 1;
   }
 

@@ -119,6 +119,7 @@ bool ReadRankedProcess(pid_t pid, RankedProcess* out) {
   };
   out->slurm_job = get("SLURM_JOB_ID");
   out->slurm_step = get("SLURM_STEP_ID");
+  out->slurm_node = get("SLURMD_NODENAME");
   for (const RankVar& v : kRankVars) {
     int32_t rank;
     if (!ParseCount(get(v.rank), &rank)) continue;
@@ -154,7 +155,8 @@ std::vector<RankedProcess> RanksUnder(pid_t pid) {
   return Topmost(ranked, parents);
 }
 
-std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step) {
+std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step,
+                                           const std::string& node) {
   const std::map<pid_t, pid_t> parents = ParentMap();
   std::map<pid_t, RankedProcess> ranked;
   const pid_t self = getpid();
@@ -163,6 +165,7 @@ std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::st
     RankedProcess r;
     if (!ReadRankedProcess(pid, &r) || r.slurm_job != job) continue;
     if (!exclude_step.empty() && r.slurm_step == exclude_step) continue;  // the dump's own step
+    if (!node.empty() && !r.slurm_node.empty() && r.slurm_node != node) continue;
     ranked[pid] = r;
   }
   return Topmost(ranked, parents);

@@ -16,7 +16,7 @@ struct RankedProcess {
   pid_t pid = 0;
   int32_t rank = -1, world_size = -1;
   std::string rank_from;   // the variable the rank came from: OMPI_COMM_WORLD_RANK, PMIX_RANK, ...
-  std::string slurm_job, slurm_step;
+  std::string slurm_job, slurm_step, slurm_node;  // SLURM_JOB_ID, SLURM_STEP_ID, SLURMD_NODENAME
   std::string trace;       // the trace file it maps (its own, wherever --dir put it), "" none
 };
 
@@ -32,8 +32,11 @@ bool ReadRankedProcess(pid_t pid, RankedProcess* out);
 std::vector<RankedProcess> RanksUnder(pid_t pid);
 
 // The ranks on this node of SLURM job `job` (SLURM_JOB_ID in their
-// environment), leaving out `exclude_step`'s processes (the dump's own step).
-std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step);
+// environment), leaving out `exclude_step`'s processes (the dump's own step),
+// and, when `node` is given, processes SLURM placed on another node (several
+// slurmd may share one machine).
+std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step,
+                                           const std::string& node);
 
 // The trace file process `pid` has mapped (a *.htrace), "" when none.
 std::string MappedTraceFile(pid_t pid);

@@ -114,13 +114,38 @@ grep -q 'step 1 loss' "$work/py.out" || { cat "$work/py.out"; fail "the Python j
 sleep 1
 job=$(squeue -h -n pyhang -o %i | head -1)
 start=$(date +%s.%N)
-"$build/bin/hangtrace" srun-dump "$job" --dir "$work/pytraces" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err" || [ $? = 3 ]
+# No --dir: each node's dump finds the traced files from the ranks' own maps.
+"$build/bin/hangtrace" srun-dump "$job" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err" || [ $? = 3 ]
 end=$(date +%s.%N)
 head -12 "$work/py.txt"
 echo "srun-dump of the 8-rank Python job took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
 grep -q 'culprit rank 3 .*at train_step (seed_hang.py:' "$work/py.txt" || fail "the Python culprit's line is not named"
 grep -q 'rank 2 .*in MPI_Bcast .*at _aggregate_total_loss (seed_hang.py:' "$work/py.txt" || fail "rank 2's Python line is not named"
 grep -q '4 of 4 node(s) answered' "$work/py.err" || fail "not every node answered (Python job)"
+scancel --quiet "$job" 2>/dev/null || true
+kill -9 "$srun_pid" 2>/dev/null || true
+
+# The seed's case as it really was: the same job started under no tool.
+# srun-dump finds its ranks by SLURM_JOB_ID on each node, their ranks from
+# their environment, their stacks from outside; the report says it stands
+# on stacks alone.
+srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=untraced \
+  /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
+  > "$work/untraced.out" 2>&1 &
+srun_pid=$!
+disown "$srun_pid"
+for i in $(seq 120); do grep -q 'step 1 loss' "$work/untraced.out" && break; sleep 0.5; done
+grep -q 'step 1 loss' "$work/untraced.out" || { cat "$work/untraced.out"; fail "the untraced job did not run"; }
+sleep 1
+job=$(squeue -h -n untraced -o %i | head -1)
+status=0
+"$build/bin/hangtrace" srun-dump "$job" --out "$work/udump" > "$work/untraced.txt" 2> "$work/untraced.err" || status=$?
+head -8 "$work/untraced.txt"
+[ "$status" = 3 ] || { cat "$work/untraced.err"; fail "srun-dump of the untraced hung job exited $status, not 3"; }
+grep -q '^hangtrace: HANG: stacks only: ' "$work/untraced.txt" || fail "the untraced job's report does not say it is from stacks"
+grep -q 'ranks 0-7 from their stacks only' "$work/untraced.txt" || fail "not every untraced rank was found once"
+grep -q 'in MPI_Bcast at _aggregate_total_loss (seed_hang.py:' "$work/untraced.txt" || fail "the untraced ranks' Python line is not named"
+grep -q '4 of 4 node(s) answered' "$work/untraced.err" || fail "not every node answered (untraced job)"
 scancel --quiet "$job" 2>/dev/null || true
 
 # A job that is not running.
