@@ -591,7 +591,11 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     any_traced |= v.state != RankState::kMissing && !v.from_stacks;
     any_stacks |= v.from_stacks;
   }
-  if (any_stacks && !any_traced) return DiagnoseFromStacks(job);
+  if (any_stacks && !any_traced) {
+    Diagnosis d = DiagnoseFromStacks(job);
+    for (const std::string& dup : job.duplicates) d.notes.push_back("note: " + dup);
+    return d;
+  }
   Diagnosis d;
   d.world_size = job.world_size;
   for (const RankView& v : job.ranks) {
@@ -665,6 +669,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     }
     d.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
   }
+  for (const std::string& dup : job.duplicates) d.notes.push_back("note: " + dup);
   return d;
 }
 

@@ -516,6 +516,25 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   return out;
 }
 
+// A communicator nobody named is called by what it is: "comm 0a77 of 3:
+// 0,2,4" (the id's last four hex digits, its size, its members as world
+// ranks when known) instead of sixteen hex digits.
+void NameUnlabeledComms(Job* job) {
+  for (GlobalComm& c : job->comms) {
+    if (c.world || c.label != HexId(c.id)) continue;
+    std::string text = "comm " + c.label.substr(c.label.size() - 4) + " of " + std::to_string(c.size);
+    RankSet members;
+    bool all = !c.members.empty();
+    for (int32_t m : c.members) {
+      if (m < 0) all = false;
+      else members.Add(m);
+    }
+    if (all) text += ": " + members.Brief(24);
+    c.label = text;
+    c.family = text;
+  }
+}
+
 // Ranks a dump found without a trace file: from their environment and stacks.
 void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
   for (const std::string& p : paths) {
@@ -542,7 +561,7 @@ void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
         }
         RankView& slot = job->ranks[size_t(np.rank)];
         if (slot.state != RankState::kMissing) {
-          job->warnings.push_back("rank " + std::to_string(np.rank) + " twice: " + (slot.path.empty() ? "?" : slot.path) +
+          job->duplicates.push_back("rank " + std::to_string(np.rank) + " twice: " + (slot.path.empty() ? "?" : slot.path) +
                                   " and " + where + " (untraced); using the first");
           continue;
         }
@@ -622,7 +641,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     for (RankView& v : part.ranks) {
       RankView& slot = job.ranks[size_t(v.rank)];
       if (slot.state != RankState::kMissing) {
-        job.warnings.push_back("rank " + std::to_string(v.rank) + " has two trace files (" + slot.path + ", " +
+        job.duplicates.push_back("rank " + std::to_string(v.rank) + " has two trace files (" + slot.path + ", " +
                                v.path + "); using the second");
       }
       v.worker = uint32_t(w);
@@ -663,6 +682,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   for (const Job::Odd& o : job.odd) job.odd_index[OddKey(o.comm, o.seq, o.rank)] = o.sig;
   job.flagged.assign(flagged.begin(), flagged.end());
   AddUntracedRanks(paths, &job);
+  NameUnlabeledComms(&job);
   FinishStacks(&job);
   return job;
 }

@@ -195,6 +195,9 @@ struct Job {
   // The signature `rank` passed at (comm, seq), if it is known.
   bool SigOf(int32_t rank, int32_t comm, uint64_t seq, CollSig* out) const;
   std::vector<std::string> warnings;
+  // Ranks claimed by two files (a rerun in the same folder, a copied file):
+  // said with the verdict, since they change what it stands on.
+  std::vector<std::string> duplicates;
   size_t files = 0;
   uint64_t records = 0;
 

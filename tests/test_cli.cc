@@ -57,6 +57,19 @@ TEST(Cli, AFolderOfSeveralJobsIsRefusedWithTheJobsListed) {
   EXPECT_NE(r.err.find("job second"), std::string::npos) << r.err;
 }
 
+TEST(Cli, ARankWithTwoFilesIsSaidWithTheVerdictNotAfterTheStacks) {
+  TempDir dir;
+  Simulate(dir, "dup", "stop@rank=1");
+  const std::vector<std::string> files = testing::ListTraceFiles(dir.path() + "/dup");
+  ASSERT_FALSE(files.empty());
+  std::filesystem::copy_file(files[0], dir.path() + "/dup/zz-copy.htrace");
+  ProgramResult r = Cli({"analyze", dir.path() + "/dup"});
+  const size_t note = r.out.find("note: rank ");
+  ASSERT_NE(note, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("has two trace files", note), std::string::npos) << r.out;
+  EXPECT_LT(note, r.out.find("classes (biggest first)")) << r.out;
+}
+
 TEST(Cli, AnalyzeWithoutAPathTakesTheOnlyJobOrAsksWhich) {
   TempDir dir;
   Simulate(dir, "only", "stop@rank=1");

@@ -380,6 +380,29 @@ TEST(Mpi, AJobNobodyTracedIsDumpedByItsLauncherAndDiagnosedFromStacks) {
   EXPECT_EQ(j["culprits"][0]["rank"], 2);
 }
 
+TEST(Mpi, CommunicatorsNobodyNamedAreCalledByWhatTheyAre) {
+  TempDir dir;
+  ProgramResult r = RunMpi(dir, 4, "unnamed");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Job job = LoadJob({dir.path()});
+  std::set<std::string> labels;
+  for (const GlobalComm& c : job.comms) labels.insert(c.label);
+  // MPI_Comm_split(world, rank % 2): the halves {0,2} and {1,3}; a dup of world.
+  auto has = [&](const std::string& tail) {
+    for (const std::string& l : labels) {
+      if (l.rfind("comm ", 0) == 0 && l.size() > tail.size() && l.compare(l.size() - tail.size(), tail.size(), tail) == 0)
+        return true;
+    }
+    return false;
+  };
+  std::string all;
+  for (const std::string& l : labels) all += l + "; ";
+  EXPECT_TRUE(has(" of 2: 0,2")) << all;
+  EXPECT_TRUE(has(" of 2: 1,3")) << all;
+  EXPECT_TRUE(has(" of 4: 0-3")) << all;
+  EXPECT_EQ(labels.count("world"), 1u) << all;
+}
+
 // The pids of the ranks of a running job, from their trace files.
 std::map<int, pid_t> RankPids(const TempDir& dir, int np) {
   std::map<int, pid_t> out;

@@ -16,6 +16,8 @@
  *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
  *   crash-in-call  rank 1 dies of SIGSEGV inside MPI_Allreduce (its reduction)
+ *   unnamed   communicators nobody names: the halves of world by rank parity
+ *             and a dup of world, a barrier on each; exits 0
  *   oom PROCS rank 1 joins the memory cgroup PROCS and eats memory until the
  *                OOM killer ends it; the others wait in a barrier
  */
@@ -236,6 +238,16 @@ __attribute__((noinline)) static void oom(const char* procs) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+static void unnamed(void) {
+  MPI_Comm half, dup;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Barrier(half);
+  MPI_Barrier(dup);
+  MPI_Comm_free(&half);
+  MPI_Comm_free(&dup);
+}
+
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "families";
   int provided;
@@ -251,6 +263,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
   else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
+  else if (!strcmp(mode, "unnamed")) unnamed();
   else check(0, "unknown mode");
   MPI_Finalize();
   return 0;
