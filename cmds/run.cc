@@ -25,7 +25,7 @@ std::string FindPreloadLibrary() {
   self[n] = '\0';
   std::string dir(self);
   dir = dir.substr(0, dir.rfind('/'));
-  for (const char* rel : {"/../lib/libhangtrace.so", "/libhangtrace.so"}) {
+  for (const char* rel : {"/../lib/libhangtrace.so", "/../" HANGTRACE_INSTALL_LIBDIR "/libhangtrace.so", "/libhangtrace.so"}) {
     std::string p = dir + rel;
     char real[PATH_MAX];
     if (realpath(p.c_str(), real) && access(real, R_OK) == 0) return real;
