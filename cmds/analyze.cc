@@ -71,6 +71,16 @@ int AnalyzeCommand(int argc, char** argv) {
 
   LoadOptions opts;
   opts.threads = threads;
+  // A progress line on a terminal, once reading takes over a second.
+  const auto started = std::chrono::steady_clock::now();
+  bool progress_shown = false;
+  if (isatty(STDERR_FILENO)) {
+    opts.progress = [&](size_t done, size_t total) {
+      if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) return;
+      fprintf(stderr, "\rhangtrace analyze: read %zu of %zu trace files", done, total);
+      progress_shown = true;
+    };
+  }
   Job earlier;
   if (interval > 0) {
     earlier = LoadJob(paths, opts);
@@ -78,6 +88,8 @@ int AnalyzeCommand(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(interval));
   }
   Job job = LoadJob(paths, opts);
+  if (progress_shown) fprintf(stderr, "\rhangtrace analyze: read %zu trace files in %.1f s\n", job.files,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const bool any_rank = std::any_of(job.ranks.begin(), job.ranks.end(),
                                     [](const RankView& v) { return v.state != RankState::kMissing; });
   if (job.files == 0 && !any_rank) {
@@ -100,7 +112,8 @@ int AnalyzeCommand(int argc, char** argv) {
   if (format == "json") {
     printf("%s\n", JsonText(JsonReport(job, d), 2).c_str());
   } else {
-    fputs(TextReport(job, d).c_str(), stdout);
+    const std::string report = TextReport(job, d);
+    fputs((ColorWanted(STDOUT_FILENO) ? Colorize(report) : report).c_str(), stdout);
   }
   int rc = d.verdict == Verdict::kNoHang ? kExitNoHang : kExitFound;
   if (!perfetto.empty()) {

@@ -222,7 +222,8 @@ int SrunDumpCommand(int argc, char** argv) {
     j["dump"] = {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}};
     printf("%s\n", JsonText(j, 2).c_str());
   } else {
-    fputs(TextReport(job, d).c_str(), stdout);
+    const std::string report = TextReport(job, d);
+    fputs((ColorWanted(STDOUT_FILENO) ? Colorize(report) : report).c_str(), stdout);
   }
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; dump %.1f s, with analysis %.1f s; folder %s\n",

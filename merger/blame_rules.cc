@@ -214,8 +214,10 @@ void P2pCycleBlame(BlameContext& ctx, int comp) {
     r = next;
   }
   std::vector<std::string> cycle;
+  std::vector<int32_t> ranks;
   for (size_t i = r >= 0 ? at[r] : 0; i < path.size(); ++i) {
     const RankView& v = ctx.job.ranks[size_t(path[i])];
+    ranks.push_back(v.rank);
     int32_t to = path[(i + 1 < path.size()) ? i + 1 : (r >= 0 ? at[r] : 0)];
     std::string what = v.current.op == fmt::Op::kRecv ? "recv from " : v.current.op == fmt::Op::kSend ? "send to " : "waits for ";
     cycle.push_back(std::to_string(v.rank) + " " + what + std::to_string(to) +
@@ -225,6 +227,7 @@ void P2pCycleBlame(BlameContext& ctx, int comp) {
                           std::to_string(to) + ", which waits too");
   }
   ctx.cycles->push_back(cycle);
+  ctx.cycle_ranks.push_back(ranks);
 }
 
 // --- collectives in a cycle -----------------------------------------------------------------------

@@ -614,6 +614,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   BlameContext ctx{job, classes, graph, comps, d.mismatches, deaths, &d.cycles, {}, {}};
   ApplyBlameRules(&ctx);
   d.groups = classes.groups;
+  d.cycle_ranks = ctx.cycle_ranks;
   d.verdict = DecideVerdict(job, &d, &ctx);
   d.below = ctx.found.below;
   // Groups biggest first, then the sentence.

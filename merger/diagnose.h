@@ -53,7 +53,8 @@ struct Diagnosis {
   std::vector<Culprit> culprits;
   std::vector<Group> groups;          // biggest first
   std::vector<Mismatch> mismatches;
-  std::vector<std::vector<std::string>> cycles;
+  std::vector<std::vector<std::string>> cycles;   // each: its waits, in words
+  std::vector<std::vector<int32_t>> cycle_ranks;  // each: its world ranks, in order
   RankSet progressing;                // moved since the earlier snapshot
   bool compared = false;              // an earlier snapshot was given
 };

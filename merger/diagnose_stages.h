@@ -89,6 +89,8 @@ struct BlameContext {
   const Deaths& deaths;
   std::vector<std::vector<std::string>>* cycles;
   std::map<int32_t, Culprit> culprits;
+  // Each cycle of `cycles` as data: its world ranks, in the order they wait.
+  std::vector<std::vector<int32_t>> cycle_ranks;
   Findings found;
   // Names `rank` a culprit (once; the first reason stays).
   void Blame(int32_t rank, const std::string& why);

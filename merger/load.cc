@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cctype>
 #include <cstring>
@@ -617,7 +618,15 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   Loader loader(&job);
   std::atomic<size_t> next{0};
   auto work = [&](Partial* part) {
-    for (size_t i; (i = next.fetch_add(1)) < files.size();) loader.LoadFile(files[i], part);
+    const bool reports = part == &parts[0] && options.progress;
+    auto last = std::chrono::steady_clock::now();
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      loader.LoadFile(files[i], part);
+      if (reports && std::chrono::steady_clock::now() - last > std::chrono::milliseconds(500)) {
+        last = std::chrono::steady_clock::now();
+        options.progress(std::min(next.load(), files.size()), files.size());
+      }
+    }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < nthreads; ++t) pool.emplace_back(work, &parts[size_t(t)]);

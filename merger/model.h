@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -215,6 +216,9 @@ inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency
+  // Called about twice a second while files are read (from one reader
+  // thread): files read so far, files in all.
+  std::function<void(size_t done, size_t total)> progress;
 };
 
 // Reads every trace file under `paths` into a Job. Damaged files become

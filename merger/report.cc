@@ -1,5 +1,8 @@
 #include "merger/report.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -49,6 +52,41 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 std::string JsonText(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool ColorWanted(int fd) {
+  const char* no_color = getenv("NO_COLOR");
+  return isatty(fd) && !(no_color && *no_color);
+}
+
+std::string Colorize(const std::string& report) {
+  constexpr const char* kRed = "\033[1;31m";
+  constexpr const char* kGreen = "\033[1;32m";
+  constexpr const char* kBold = "\033[1m";
+  constexpr const char* kReset = "\033[0m";
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  while (start < report.size()) {
+    size_t end = report.find('\n', start);
+    if (end == std::string::npos) end = report.size();
+    std::string line = report.substr(start, end - start);
+    const std::string head = "hangtrace: ";
+    if (first && line.rfind(head, 0) == 0) {
+      const size_t colon = line.find(':', head.size());
+      if (colon != std::string::npos) {
+        const std::string word = line.substr(head.size(), colon - head.size());
+        line = head + (word == "NO-HANG" ? kGreen : kRed) + word + kReset + line.substr(colon);
+      }
+    } else if (line.rfind("  culprit rank ", 0) == 0) {
+      line = std::string("  ") + kBold + line.substr(2) + kReset;
+    }
+    first = false;
+    out += line;
+    if (end < report.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string TextReport(const Job& job, const Diagnosis& d) {
@@ -160,16 +198,20 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["schema"] = "hangtrace.analysis/1";
   j["world_size"] = d.world_size;
   j["ranks_with_trace"] = d.with_trace.ToString();
+  j["ranks_with_trace_list"] = d.with_trace.Ranks();
   j["ranks_missing"] = d.missing.ToString();
+  j["ranks_missing_list"] = d.missing.Ranks();
   j["verdict"] = VerdictName(d.verdict);
   j["basis"] = d.basis;
   j["ranks_from_stacks"] = d.from_stacks.ToString();
+  j["ranks_from_stacks_list"] = d.from_stacks.Ranks();
   j["summary"] = d.summary;
   j["culprits"] = json::array();
   for (const Culprit& c : d.culprits) j["culprits"].push_back({{"rank", c.rank}, {"host", c.host}, {"pid", c.pid}, {"why", c.why}});
   j["groups"] = json::array();
   for (const Group& g : d.groups) {
-    json o = {{"ranks", g.ranks.ToString()}, {"count", g.ranks.Count()}, {"state", RankStateName(g.state)}};
+    json o = {{"ranks", g.ranks.ToString()}, {"rank_list", g.ranks.Ranks()}, {"count", g.ranks.Count()},
+              {"state", RankStateName(g.state)}};
     const CallPoint& c = g.call;
     if (c.valid) {
       o["api"] = job.names[c.name];
@@ -186,6 +228,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     if (g.state == RankState::kInCall && g.call.on_device) o["on_device"] = true;
     if (g.call.kernel >= 0) o["kernel"] = job.names[size_t(g.call.kernel)];
     o["waiting_for"] = g.waiting_for.ToString();
+    o["waiting_for_list"] = g.waiting_for.Ranks();
     o["hosts"] = g.hosts;
     if (g.python_frame >= 0) o["python"] = FrameToJson(job.frames[size_t(g.python_frame)]);
     j["groups"].push_back(o);
@@ -195,10 +238,12 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     json values = json::object();
     for (const auto& [value, ranks] : m.values) values[value] = ranks.ToString();
     j["mismatches"].push_back({{"comm", job.comms[size_t(m.comm)].label}, {"seq", m.seq}, {"field", m.field},
-                               {"values", values}, {"odd", m.odd.ToString()}});
+                               {"values", values}, {"odd", m.odd.ToString()}, {"odd_list", m.odd.Ranks()}});
   }
   j["cycles"] = d.cycles;
+  j["cycle_ranks"] = d.cycle_ranks;
   j["progressing"] = d.progressing.ToString();
+  j["progressing_list"] = d.progressing.Ranks();
   j["notes"] = d.notes;
   j["warnings"] = job.warnings;
   // Distinct stacks (innermost frame first), each with the ranks that have
@@ -213,7 +258,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   for (const auto& [frames, ranks] : distinct) {
     json fs = json::array();
     for (uint32_t id : frames) fs.push_back(FrameToJson(job.frames[id]));
-    j["stacks"].push_back({{"ranks", ranks.ToString()}, {"count", ranks.Count()}, {"frames", fs}});
+    j["stacks"].push_back({{"ranks", ranks.ToString()}, {"rank_list", ranks.Ranks()}, {"count", ranks.Count()}, {"frames", fs}});
   }
   return j;
 }

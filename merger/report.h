@@ -12,6 +12,12 @@
 
 namespace hangtrace {
 
+// The text report for a terminal: the verdict word in colour (red when
+// something was found, green for no hang), culprit lines bold. For stdout
+// when it is a terminal and NO_COLOR is unset (https://no-color.org).
+std::string Colorize(const std::string& report);
+bool ColorWanted(int fd);
+
 std::string TextReport(const Job& job, const Diagnosis& d);
 // JSON as text; strings from trace files that are not UTF-8 (a damaged
 // label, a host name) are written with U+FFFD instead of failing.

@@ -381,6 +381,14 @@ TEST(Analyze, CommandLineTextAndJson) {
   EXPECT_EQ(j["verdict"], "deadlock");
   ASSERT_EQ(j["cycles"].size(), 1u);
   EXPECT_EQ(j["cycles"][0].size(), 2u);
+  // The same as data: the cycle's ranks, ranks as lists beside the ranges.
+  ASSERT_EQ(j["cycle_ranks"].size(), 1u);
+  EXPECT_EQ(j["cycle_ranks"][0].size(), 2u);
+  EXPECT_EQ(j["schema"], "hangtrace.analysis/1");
+  EXPECT_EQ(j["basis"], "trace");
+  for (const auto& g : j["groups"]) EXPECT_EQ(g["rank_list"].size(), g["count"].get<size_t>());
+  EXPECT_TRUE(j["culprits"][0]["rank"].is_number_integer());
+  EXPECT_FALSE(j["stacks"].is_null());
   auto none = testing::RunProgram({HT_CLI, "analyze", dir.path() + "/nothing-here"}, {});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("no such file or folder"), std::string::npos) << none.err;

@@ -99,6 +99,7 @@ TEST(Cli, LsListsJobsWithStateRanksAndPath) {
     setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
     setenv("HANGTRACE_JOB", "live", 1);
     setenv("HANGTRACE_TIMEOUT", "0", 1);
+    freopen("/dev/null", "w", stdout);
     execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
     _exit(127);
   }
@@ -131,6 +132,7 @@ TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {
     setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
     setenv("HANGTRACE_JOB", "live", 1);
     setenv("HANGTRACE_TIMEOUT", "0", 1);
+    freopen("/dev/null", "w", stdout);
     execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
     _exit(127);
   }
@@ -150,6 +152,21 @@ TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {
   waitpid(child, nullptr, 0);
   r = Cli({"clean", dir.path()});
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/live"));
+}
+
+TEST(Cli, TheVerdictIsInColourOnATerminalOnly) {
+  TempDir dir;
+  Simulate(dir, "hung", "stop@rank=1");
+  const std::string analyze = std::string(HT_CLI) + " analyze " + dir.path() + "/hung";
+  // script(1) gives the command a terminal.
+  ProgramResult tty = RunProgram({"script", "-qec", analyze, "/dev/null"}, {{"NO_COLOR", ""}}, 60);
+  EXPECT_NE(tty.out.find("hangtrace: \033[1;31mHANG\033[0m:"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("\033[1mculprit rank 1"), std::string::npos) << tty.out;
+  ProgramResult no_color = RunProgram({"script", "-qec", analyze, "/dev/null"}, {{"NO_COLOR", "1"}}, 60);
+  EXPECT_EQ(no_color.out.find('\033'), std::string::npos) << no_color.out;
+  EXPECT_NE(no_color.out.find("hangtrace: HANG:"), std::string::npos) << no_color.out;
+  ProgramResult piped = Cli({"analyze", dir.path() + "/hung"});
+  EXPECT_EQ(piped.out.find('\033'), std::string::npos);
 }
 
 TEST(Cli, RunTakesTheCommandsOwnOptionsAsItsOwn) {
