@@ -85,8 +85,9 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         break;
       case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + ctx.NeverEntered(r); break;
       case RankState::kStopped:
-        why = "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +
-              " s while the others' kept beating (SIGSTOP, or wedged)" +
+        why = (v.from_stacks ? std::string("is stopped (state T when dumped, untraced)")
+                             : "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +
+                                   " s while the others' kept beating (SIGSTOP, or wedged)") +
               (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : std::string()) + "; " +
               ctx.NeverEntered(r);
         break;

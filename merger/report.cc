@@ -101,7 +101,10 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   if (d.culprits.size() > 3) out += "  ... and " + std::to_string(d.culprits.size() - 3) + " more culprits (below)\n";
   for (const std::string& n : d.notes) out += "  " + n + "\n";
   out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
-         (d.from_stacks.Empty() ? "" : "; ranks " + d.from_stacks.Brief() + " from their stacks only (untraced)") +
+         (d.from_stacks.Empty() ? ""
+                                 : (d.from_stacks.Count() == 1 ? "; rank " : "; ranks ") + d.from_stacks.Brief() +
+                                       " from " + (d.from_stacks.Count() == 1 ? "its stacks" : "their stacks") +
+                                       " only (untraced)") +
          (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
 
   // Classes, biggest first. Classes of the same call on sibling

@@ -253,7 +253,8 @@ TEST(Analyze, JsonCarriesTheContractKeys) {
   Diagnosis d = Diagnose(job);
   nlohmann::json j = nlohmann::json::parse(JsonReport(job, d).dump());
   for (const char* k : {"schema", "world_size", "ranks_with_trace", "ranks_missing", "verdict", "summary", "culprits",
-                        "groups", "mismatches", "cycles"}) {
+                        "groups", "mismatches", "cycles", "cycle_ranks", "basis", "ranks_from_stacks",
+                        "ranks_with_trace_list", "ranks_missing_list", "stacks", "notes", "warnings"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["schema"], "hangtrace.analysis/1");
@@ -476,6 +477,27 @@ TEST(Analyze, StacksOnlyAllInOneCallIsBelowMpiAndAllComputingIsNoHang) {
   ASSERT_EQ(d.culprits.size(), 1u);
   EXPECT_EQ(d.culprits[0].rank, 1);
   EXPECT_NE(d.culprits[0].why.find("stopped"), std::string::npos);
+}
+
+TEST(Analyze, TracedAndUntracedRanksOfOneDumpAreBothUsed) {
+  TempDir dir;
+  SimulateAndLoad(dir, "stop@rank=1", 2, 1, 2);
+  // Rank 1 has no trace file; a dump found it stopped, rank from its environment.
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err, {.events = false});
+    if (s && s->process.rank == 1) std::filesystem::remove(f);
+  }
+  WriteNodeDump(dir.path() + "/sim", {{1, {"compute", "main"}, "T"}}, 4);
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.basis, "trace");
+  EXPECT_EQ(d.with_trace.ToString(), "0,2-3");
+  EXPECT_EQ(d.from_stacks.ToString(), "1");
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("is stopped (state T when dumped, untraced)"), std::string::npos) << d.culprits[0].why;
+  EXPECT_NE(TextReport(job, d).find("rank 1 from its stacks only"), std::string::npos);
 }
 
 }  // namespace
