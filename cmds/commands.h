@@ -1,6 +1,13 @@
 // The subcommands of `hangtrace`, one source file each (cmds/<name>.cc).
 #pragma once
 
+#include <cstddef>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
 namespace hangtrace {
 
 int RunCommand(int argc, char** argv);      // run.cc
@@ -22,13 +29,22 @@ enum ExitStatus : int {
   kExitFound = 3,       // a hang, deadlock, mismatch or crash was found
 };
 
+// Levenshtein distance, for "did you mean" (main.cc).
+size_t EditDistance(const std::string& a, const std::string& b);
+
+// After a parse error: "did you mean --format?" for an option that is near
+// one of the command's own (on stderr; nothing when none is near).
+void SuggestOption(const CLI::App& app, int argc, char** argv);
+
 // CLI11_PARSE with the documented status: --help 0, a usage error 2 (CLI11's
-// own codes are 100 and up).
-#define HT_PARSE(app, argc, argv)                          \
-  try {                                                    \
-    (app).parse((argc), (argv));                           \
-  } catch (const CLI::ParseError& e) {                     \
-    return (app).exit(e) == 0 ? 0 : ::hangtrace::kExitUsage; \
+// own codes are 100 and up), and a suggestion for a misspelt option.
+#define HT_PARSE(app, argc, argv)                                \
+  try {                                                          \
+    (app).parse((argc), (argv));                                 \
+  } catch (const CLI::ParseError& e) {                           \
+    const int ht_code = (app).exit(e);                           \
+    if (ht_code != 0) ::hangtrace::SuggestOption((app), (argc), (argv)); \
+    return ht_code == 0 ? 0 : ::hangtrace::kExitUsage;           \
   }
 
 struct CommandEntry {

@@ -1,4 +1,5 @@
 // hangtrace: one binary, a table of subcommands, one source file each.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -26,7 +27,8 @@ const CommandEntry kCommands[] = {
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},
 };
 
-// Levenshtein distance, for "did you mean".
+}  // namespace
+
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -41,6 +43,26 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   }
   return row[b.size()];
 }
+
+void SuggestOption(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
+    if (word.size() < 3 || word.rfind("--", 0) != 0) continue;
+    std::string best;
+    size_t best_distance = 3;
+    bool known = false;
+    for (const CLI::Option* o : app.get_options()) {
+      for (const std::string& name : o->get_lnames()) {
+        const size_t d = EditDistance(word.substr(2), name);
+        known |= d == 0;
+        if (d < best_distance) best_distance = d, best = "--" + name;
+      }
+    }
+    if (!known && !best.empty()) fprintf(stderr, "did you mean %s (for %s)?\n", best.c_str(), word.c_str());
+  }
+}
+
+namespace {
 
 void Usage(FILE* out) {
   fprintf(out,

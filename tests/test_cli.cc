@@ -194,6 +194,12 @@ TEST(Cli, AMisspeltCommandGetsADidYouMean) {
   r = Cli({"frobnicate"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+  // Options too.
+  r = Cli({"analyze", "--formt", "json", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean --format (for --formt)?"), std::string::npos) << r.err;
+  r = Cli({"dump", "--no-stack"});
+  EXPECT_NE(r.err.find("did you mean --no-stacks"), std::string::npos) << r.err;
 }
 
 }  // namespace
