@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <cstdio>
 #include <ctime>
@@ -34,7 +35,8 @@ namespace {
 // Runs argv, capturing stdout and stderr; kills it (TERM, then KILL) after
 // `timeout_s`. Returns the exit status, -1 when it could not run, -2 on
 // timeout.
-int Capture(const std::vector<std::string>& argv, double timeout_s, std::string* out, std::string* err) {
+int Capture(const std::vector<std::string>& argv, double timeout_s, std::string* out, std::string* err,
+            const std::function<void(double)>& tick = {}) {
   int po[2], pe[2];
   if (pipe(po) || pipe(pe)) return -1;
   pid_t pid = fork();
@@ -71,6 +73,7 @@ int Capture(const std::vector<std::string>& argv, double timeout_s, std::string*
       termed = timed_out = true;
     }
     if (spent > timeout_s + 3) kill(pid, SIGKILL);
+    if (tick) tick(spent);
     usleep(20 * 1000);
   }
   char buf[4096];
@@ -181,7 +184,23 @@ int SrunDumpCommand(int argc, char** argv) {
   if (!dir.empty()) cmd.insert(cmd.end(), {"--dir", dir});
   if (no_stacks) cmd.push_back("--no-stacks");
   std::string sr_out, sr_err;
-  rc = Capture(cmd, node_timeout, &sr_out, &sr_err);
+  // On a terminal, once it takes over a second: how many nodes have answered.
+  double shown_at = 0;
+  bool progress_shown = false;
+  auto progress = [&](double spent) {
+    if (!isatty(STDERR_FILENO) || spent < 1.0 || spent - shown_at < 0.5) return;
+    shown_at = spent;
+    size_t done = 0;
+    std::error_code walk_ec;
+    for (const auto& e : std::filesystem::directory_iterator(out, walk_ec)) {
+      done += std::filesystem::exists(e.path() / "node.json", walk_ec);
+    }
+    fprintf(stderr, "\rhangtrace srun-dump: %zu of %zu node(s) dumped, %.0f s of %.0f", done, nodes.size(), spent,
+            node_timeout);
+    progress_shown = true;
+  };
+  rc = Capture(cmd, node_timeout, &sr_out, &sr_err, progress);
+  if (progress_shown) fprintf(stderr, "\n");
   const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0 && !Trim(sr_err).empty()) {
     std::string e = Trim(sr_err);
