@@ -274,7 +274,11 @@ int DumpCommand(int argc, char** argv) {
   std::vector<std::string> warnings;
   const std::string job_dir = dir + "/" + job;
   std::string find_error;
-  std::vector<std::string> files = FindTraceFiles(job_dir, &find_error, &warnings);
+  // With --pid alone, only those processes: the default job folder may hold
+  // files of other runs.
+  const bool scan_folder = pids.empty() || app.count("--job") || app.count("--dir");
+  std::vector<std::string> files;
+  if (scan_folder) files = FindTraceFiles(job_dir, &find_error, &warnings);
 
   // A trace file of the job (or one a process maps): its process is a target.
   auto add_trace = [&](const std::string& f) {

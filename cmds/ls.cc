@@ -57,10 +57,10 @@ int LsCommand(int argc, char** argv) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   const int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  printf("%-14s %-8s %-22s %-5s %-9s %-9s %-9s %s\n", "JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN",
+  printf("%-14s %-8s %-22s %-5s %-11s %-11s %-9s %s\n", "JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN",
          "SIZE", "PATH");
   for (const JobSummary& j : jobs) {
-    printf("%-14s %-8s %-22s %-5zu %-9s %-9s %-9s %s\n", j.job.c_str(), JobStateName(j.state), RanksBrief(j).c_str(),
+    printf("%-14s %-8s %-22s %-5zu %-11s %-11s %-9s %s\n", j.job.c_str(), JobStateName(j.state), RanksBrief(j).c_str(),
            j.hosts.size(), (Ago(now, j.start_real_ns) + " ago").c_str(),
            j.Live() && j.state != JobState::kStopped ? "now" : (Ago(now, j.last_real_ns) + " ago").c_str(),
            ByteSize(j.bytes).c_str(), j.path.c_str());

@@ -70,6 +70,20 @@ analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/
 teardown
 trap - EXIT
 
+step "8. the seed's case as it was: the same job started under no tool, dumped by its launcher's pid"
+pycmd=(mpirun -np 4 --oversubscribe python3 -u tests/python/seed_hang.py --hang-rank 3 --hang-step 2 --steps 50)
+echo "   ${pycmd[*]}"
+setsid "${pycmd[@]}" > "$dir/untraced.log" 2>&1 &
+job=$!
+trap teardown EXIT
+for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/untraced.log" && break; sleep 0.1; done
+sleep 1
+echo "   hangtrace dump -p $job -o $dir/udump"
+build/bin/hangtrace dump -p "$job" -o "$dir/udump" 2>&1 | sed 's/^/   /'
+analyze "$dir/udump" | sed -n '1,/^classes/p' | sed 's/^/   /'
+teardown
+trap - EXIT
+
 echo
 echo "JSON report:     $dir/report.json"
 echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"
