@@ -126,7 +126,12 @@ class Call:
         self.roles = {p.role: p.name for p in self.params if p.role}
 
     def flags(self):
-        return flags_expr(KIND_FLAGS[self.kind], self.roles)
+        f = flags_expr(KIND_FLAGS[self.kind], self.roles)
+        # A counts array (recvcounts[], sendcounts[]): the v/w collectives,
+        # whose per-rank counts are no signature.
+        if any(re.search(r"counts\s*\[\]", p.text) for p in self.params):
+            f += " | fmt::kCallPerRankCounts"
+        return f
 
     def args(self, substitute=None):
         substitute = substitute or {}

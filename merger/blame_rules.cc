@@ -54,6 +54,44 @@ void DiedFirstBlame(BlameContext& ctx, int) {
   ctx.found.crash = true;
 }
 
+// --- finished ----------------------------------------------------------------------------------------
+// Ranks in MPI_Finalize that others wait for in a point-to-point call:
+// finishing is not waiting. The finished rank never sent (or never
+// received) what its peer waits for: it is the culprit, and the waiter is
+// not (it is in no cycle with a rank that has finished).
+
+bool FinishedApplies(const BlameContext& ctx, int comp) {
+  const Group& k = OnlyClass(ctx, comp);
+  if (ctx.comps.cyclic[size_t(comp)] || !InCall(k) || !(k.call.call_flags & fmt::kCallFinalize)) return false;
+  for (int32_t r : k.ranks.Ranks()) {
+    if (ctx.graph.waited.Contains(r)) return true;
+  }
+  return false;
+}
+
+void FinishedBlame(BlameContext& ctx, int comp) {
+  for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
+    if (!ctx.graph.waited.Contains(r)) continue;
+    std::string why;
+    for (const RankView& w : ctx.job.ranks) {
+      if (w.state != RankState::kInCall || size_t(w.rank) >= ctx.graph.rank_targets.size() ||
+          !ctx.graph.rank_targets[size_t(w.rank)].Contains(r)) {
+        continue;
+      }
+      const std::string waiter = "rank " + std::to_string(w.rank);
+      const std::string call = DescribeCall(ctx.job, w.current);
+      why = w.current.op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
+                                                 " sends it: " + call
+            : w.current.op == fmt::Op::kRecv || w.current.op == fmt::Op::kProbe
+                ? "finished (in MPI_Finalize) without sending what " + waiter + " waits for: " + call
+                : "finished (in MPI_Finalize) while " + waiter + " waits for it in " + call;
+      break;
+    }
+    if (why.empty()) why = "finished (in MPI_Finalize) while others wait for it; " + ctx.NeverEntered(r);
+    ctx.Blame(r, why);
+  }
+}
+
 // --- waits for nobody ----------------------------------------------------------------------------
 // A class of ranks outside any call (missing, crashed, gone, exited, stopped,
 // computing) that others wait for: each waited-for rank is a culprit, with
@@ -236,6 +274,81 @@ void P2pCycleBlame(BlameContext& ctx, int comp) {
 // skipped a broadcast and went on). The evidence against each rank of the
 // cycle is weighed; the highest scores are the culprits.
 
+// --- a collective skipped into point-to-point -----------------------------------------------------
+// A cycle through a collective and point-to-point waits: a rank skipped a
+// collective its peers are in and went on into a send or receive (mpi4py's
+// object collectives and user-level trees are built of those) that waits
+// for one of them. The rank that never entered the collective is the
+// culprit. When what it waits for was sent on another tag (still
+// unreceived), the two disagree on the tag: both are named.
+
+// The comm rank of world rank `w` in `comm`, or -1.
+int32_t CommRankOf(const Job& job, int32_t comm, int32_t w) {
+  if (comm < 0) return -1;
+  const GlobalComm& c = job.comms[size_t(comm)];
+  if (c.world) return w;
+  for (size_t i = 0; i < c.members.size(); ++i) {
+    if (c.members[i] == w) return int32_t(i);
+  }
+  return -1;
+}
+
+// "rank 0 sent tag 0 to rank 1 (still unreceived)" when `v` waits in a
+// receive from a peer that sent it a message on another tag it never
+// received; "" otherwise. `*peer` is that sender.
+std::string TagMismatch(const Job& job, const RankView& v, int32_t* peer) {
+  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
+  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
+  if (from < 0) return "";
+  const RankView& p = job.ranks[size_t(from)];
+  const int32_t me = CommRankOf(job, v.current.comm, v.rank);
+  for (const auto& [key, n] : p.sent) {
+    const auto& [comm, to, tag] = key;
+    if (comm != v.current.comm || to != me || tag == v.current.tag) continue;
+    auto got = v.received.find(std::make_tuple(comm, v.current.peer, tag));
+    if (got != v.received.end() && got->second >= n) continue;
+    *peer = from;
+    return "rank " + std::to_string(from) + " sent tag " + std::to_string(tag) + " to rank " + std::to_string(v.rank) +
+           " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " + std::to_string(v.current.tag) +
+           " from rank " + std::to_string(from) + ": tag mismatch";
+  }
+  return "";
+}
+
+bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
+  if (!ctx.comps.cyclic[size_t(comp)]) return false;
+  bool coll = false, p2p = false;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    const Group& k = ctx.classes.groups[size_t(g)];
+    if (!InCall(k)) return false;
+    coll |= IsCollective(k.call);
+    p2p |= IsP2p(k.call) || k.call.op == fmt::Op::kProbe;
+  }
+  return coll && p2p;
+}
+
+void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
+  RankSet in_scc;
+  for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    const Group& k = ctx.classes.groups[size_t(g)];
+    if (!IsCollective(k.call)) continue;
+    for (int32_t r : k.waiting_for.Ranks()) {
+      if (!in_scc.Contains(r)) continue;
+      const RankView& v = ctx.job.ranks[size_t(r)];
+      if (v.state != RankState::kInCall || IsCollective(v.current)) continue;
+      int32_t sender = -1;
+      const std::string mismatch = TagMismatch(ctx.job, v, &sender);
+      if (!mismatch.empty()) {
+        ctx.Blame(sender, mismatch);
+        ctx.Blame(r, mismatch);
+        continue;
+      }
+      ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current));
+    }
+  }
+}
+
 bool CollectiveOrderApplies(const BlameContext& ctx, int comp) { return ctx.comps.cyclic[size_t(comp)]; }
 
 void CollectiveOrderBlame(BlameContext& ctx, int comp) {
@@ -291,6 +404,8 @@ void CollectiveOrderBlame(BlameContext& ctx, int comp) {
 const BlameRule kBlameRules[] = {
     {"died-first", "the sink that holds the rank that died first, without an exit record", DiedFirstApplies,
      DiedFirstBlame},
+    {"finished", "a sink class in MPI_Finalize that others wait for in point-to-point calls", FinishedApplies,
+     FinishedBlame},
     {"waits-for-nobody", "a sink class outside any call that others wait for", WaitsForNobodyApplies,
      WaitsForNobodyBlame},
     {"no-rank-call", "a sink class inside a call that waits for no rank (a kernel, a host call)", NoRankCallApplies,
@@ -298,6 +413,8 @@ const BlameRule kBlameRules[] = {
     {"everyone-entered", "a sink class whose peers are all in the call with it", EveryoneEnteredApplies,
      EveryoneEnteredBlame},
     {"p2p-cycle", "a cycle of point-to-point waits", P2pCycleApplies, P2pCycleBlame},
+    {"skipped-into-p2p", "a cycle through a collective and point-to-point waits", SkippedIntoP2pApplies,
+     SkippedIntoP2pBlame},
     {"collective-order", "a cycle through collectives", CollectiveOrderApplies, CollectiveOrderBlame},
 };
 const size_t kNumBlameRules = sizeof(kBlameRules) / sizeof(kBlameRules[0]);

@@ -153,11 +153,16 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
   const CallPoint& c = v.current;
   if (c.call_flags & fmt::kCallFinalize) {
     // Collective over every rank still running: waits for those not in it.
+    // Not for the ranks that wait for it (a receive from it, a send to it):
+    // a finished rank waits for nobody who waits for it.
     for (const RankView& o : job.ranks) {
-      if (o.rank != v.rank && !(o.state == RankState::kInCall && (o.current.call_flags & fmt::kCallFinalize)) &&
-          o.state != RankState::kExited) {
-        out.Add(o.rank);
+      if (o.rank == v.rank || o.state == RankState::kExited) continue;
+      if (o.state == RankState::kInCall && (o.current.call_flags & fmt::kCallFinalize)) continue;
+      if (o.state == RankState::kInCall && (IsP2p(o.current) || o.current.op == fmt::Op::kProbe) &&
+          job.CommByRank(o.current.comm, o.current.peer) == v.rank) {
+        continue;
       }
+      out.Add(o.rank);
     }
     return out;
   }

@@ -313,12 +313,23 @@ class Loader {
       if (!d) continue;
       if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq &&
           r.comm < comm_map.size() && comm_map[r.comm] >= 0) {
-        CollSig sig{call_map[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, r.count};
+        // Counts of the v/w collectives differ per rank by design: not compared.
+        const uint64_t count = (d->flags & fmt::kCallPerRankCounts) ? 0 : r.count;
+        CollSig sig{call_map[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, count};
         size_t comm = size_t(comm_map[r.comm]);
         if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
         SigWindow::Entry* slot = out->first_sig[comm].Slot(r.seq);
         if (slot->first < 0) *slot = {p.rank, sig};
         else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
+      }
+      if ((d->flags & fmt::kCallP2p) && r.seq && r.comm < comm_map.size() && comm_map[r.comm] >= 0 && r.peer >= 0) {
+        const auto key = std::make_tuple(comm_map[r.comm], r.peer, r.tag);
+        if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv)) {
+          v.sent[key] = std::max(v.sent[key], r.seq);
+        }
+        if (r.kind == uint8_t(fmt::EventKind::kEnd) && d->op == fmt::Op::kRecv) {
+          v.received[key] = std::max(v.received[key], r.seq);
+        }
       }
       if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
       if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -87,6 +88,11 @@ struct RankView {
   uint32_t device_pending = 0;  // operations enqueued and not finished
   std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
   std::vector<CallPoint> pending;   // nonblocking posts never completed
+  // Point-to-point traffic the ring shows, by (global comm, peer as the
+  // comm's rank, tag): the highest send sequence posted to each peer, and
+  // the highest receive sequence completed from each. A send whose peer
+  // received fewer on that tag is unreceived (a tag or source mismatch).
+  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> sent, received;
   std::vector<ThreadStack> stacks;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python

@@ -184,11 +184,27 @@ TEST(Stages, EachRuleTakesItsCase) {
     EXPECT_EQ(d.cycles[0].size(), 2u);
   }
   {
-    JobBuilder b(2);  // 0 in world #2 while 1 receives from 0: a cycle through a collective
+    JobBuilder b(2);  // 0 in MPI_Finalize while 1 receives from 0: finished, not waiting
+    RankView& v = b.job.ranks[0];
+    v.state = RankState::kInCall;
+    v.current = b.Call("MPI_Finalize", fmt::Op::kCommMgmt, fmt::kCallFinalize | fmt::kCallBlocking, 0, 0);
+    b.InRecv(1, 0);
+    EXPECT_EQ(RuleFor(b.job, 0), "finished");
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kHang);
+    ASSERT_EQ(d.culprits.size(), 1u);
+    EXPECT_EQ(d.culprits[0].rank, 0);
+    EXPECT_NE(d.culprits[0].why.find("without sending what rank 1 waits for"), std::string::npos) << d.culprits[0].why;
+  }
+  {
+    JobBuilder b(2);  // 0 in world #2 while 1 receives from 0: a cycle through a collective and p2p
     b.InColl(0, "MPI_Allreduce", 2);
     b.InRecv(1, 0);
     b.SetEntered(1, 0, 1);
-    EXPECT_EQ(RuleFor(b.job, 0), "collective-order");
+    EXPECT_EQ(RuleFor(b.job, 0), "skipped-into-p2p");
+    Diagnosis d = b.Run();
+    ASSERT_EQ(d.culprits.size(), 1u);
+    EXPECT_EQ(d.culprits[0].rank, 1);  // never entered #2
   }
 }
 

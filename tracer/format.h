@@ -117,6 +117,8 @@ enum CallFlags : uint8_t {
   kCallBlocking = 1u << 5,    // may block the host thread
   kCallFinalize = 1u << 6,    // ends the library (MPI_Finalize): collective
                               // over every rank still running
+  kCallPerRankCounts = 1u << 7,  // v/w collectives (Gatherv, Alltoallv, ...):
+                                 // each rank's count differs by design
 };
 
 // Record::kind.
