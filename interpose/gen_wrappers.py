@@ -256,9 +256,17 @@ def completion_body(c):
         lines.append(f"int ret = real({c.args(sub)});")
         lines.append(retire)
         lines.append("CallEnd(r, ret, rec);")
-    else:  # polled: only the retired requests are recorded
+    else:  # polled: only the retired requests are recorded; a poll that
+        # retires nothing marks the thread as waiting by polling (NotePolling)
+        # Nothing retired of requests still active: waiting, by polling.
+        if "outcount" in r:
+            waiting = f"ret == MPI_SUCCESS && *{r['outcount']} == 0"
+        else:
+            waiting = f"ret == MPI_SUCCESS && !*{r['flag']}"
         lines.append(f"int ret = real({c.args(sub)});")
         lines.append(retire)
+        lines.append(f"if ({waiting} && {n} > 0) {{\n  r.handle = RequestKey(saved[0]);\n  NotePolling(r);\n"
+                     f"}} else {{\n  EndPolling();\n}}")
     lines.append("return ret;")
     return "\n".join(lines)
 
@@ -306,8 +314,8 @@ def generate(calls, inc_name):
             out.append("")
             continue
         out.append(f"  if (!Tracing()) return real({c.args()});")
-        if c.kind != "test":  # polled: no record of the call itself
-            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+        out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+        if c.kind != "test":  # polled: no record of the call itself, only a polling state
             out += ["  " + a for a in role_assignments(c)]
         out.append(indent(body(c)))
         out.append("}")

@@ -610,7 +610,6 @@ struct BugTruth {
 // Families the analyzer does not get right yet (issue "any MPI program"):
 // run, reported, and skipped instead of failed until they are.
 const std::map<std::string, std::string> kNotYet = {
-    {"test_polling", "a rank polling MPI_Test on requests that never complete is not yet a state: NO-HANG"},
     {"wildcard_race", "right culprit and calls, but the words do not yet name the MPI_ANY_SOURCE receives that "
                       "took the message the named receive waits for"},
 };

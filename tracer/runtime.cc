@@ -482,6 +482,38 @@ bool AttachThread(ThreadState& t) {
   return false;
 }
 
+void NotePolling(fmt::Record& r) {
+  ThreadState& t = t_thread;
+  if (t.depth != 0) return;
+  if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return;
+  fmt::ThreadSlot* s = t.slot;
+  if (!s) return;
+  // Still polling the same call and request: nothing to publish.
+  if (t.poll_ticks && s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks &&
+      s->current.call == r.call && s->current.handle == r.handle) {
+    return;
+  }
+  r.ticks = NowTicks();
+  r.tid = uint32_t(t.tid);
+  r.kind = uint8_t(fmt::EventKind::kBegin);
+  SeqBegin(&s->version);
+  s->current = r;
+  SeqEnd(&s->version);
+  t.poll_ticks = r.ticks;
+}
+
+void EndPolling() {
+  ThreadState& t = t_thread;
+  fmt::ThreadSlot* s = t.slot;
+  if (!t.poll_ticks || !s || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return;
+  if (s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks) {
+    SeqBegin(&s->version);
+    s->current.kind = uint8_t(fmt::EventKind::kEmpty);
+    SeqEnd(&s->version);
+  }
+  t.poll_ticks = 0;
+}
+
 bool RecordEvent(fmt::Record& r, fmt::EventKind kind) {
   ThreadState& t = t_thread;
   if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) {

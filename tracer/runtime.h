@@ -64,6 +64,7 @@ struct ThreadState {
   uint64_t lane_mask = 0;
   uint32_t depth = 0;           // traced calls open: the re-entrancy guard
   bool tracer_thread = false;   // hangtrace's own background thread
+  uint64_t poll_ticks = 0;      // `current.ticks` of this thread's polling state (0: none)
 };
 
 extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
@@ -126,6 +127,15 @@ inline void CallEnd(fmt::Record& r, int32_t result, bool recorded) {
   s->last = r;
   SeqEnd(&s->version);
 }
+
+// Waiting by polling (MPI_Test* that retired nothing): the thread's current
+// call becomes the poll, published once with the first poll's time and
+// never recorded in the lane (a loop may poll millions of times); it ends
+// when a poll retires a request, or with the next traced call, which
+// replaces it. Readers see the thread in the polling call, waiting for the
+// peers of its open requests.
+void NotePolling(fmt::Record& r);
+void EndPolling();
 
 // Writes one standalone record (MARK, COMPLETE, WATCHDOG) on this thread's
 // lane, without touching the current call. Returns false when untraced.
