@@ -315,6 +315,26 @@ std::string TagMismatch(const Job& job, const RankView& v, int32_t* peer) {
   return "";
 }
 
+// "; its MPI_ANY_SOURCE receives took rank 2's message (rank 2 sent 1 on
+// tag 0; this receive waits for #2)" when `v` waits in a receive from a peer
+// that sent fewer messages than it expects, and wildcard receives took some
+// of them: a message race. "" otherwise.
+std::string WildcardRace(const Job& job, const RankView& v) {
+  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
+  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
+  if (from < 0) return "";
+  const auto key_in = std::make_tuple(v.current.comm, v.current.peer, v.current.tag);
+  auto taken = v.wildcard_taken.find(key_in);
+  if (taken == v.wildcard_taken.end() || taken->second == 0) return "";
+  const RankView& p = job.ranks[size_t(from)];
+  auto sent = p.sent.find(std::make_tuple(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag));
+  const uint64_t n = sent == p.sent.end() ? 0 : sent->second;
+  if (n >= v.current.seq) return "";
+  return "; its MPI_ANY_SOURCE receives took " + std::to_string(taken->second) + " message(s) of rank " +
+         std::to_string(from) + ", which sent " + std::to_string(n) + " on tag " + std::to_string(v.current.tag) +
+         ": this receive waits for #" + std::to_string(v.current.seq) + ", which never comes (a message race)";
+}
+
 bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
   if (!ctx.comps.cyclic[size_t(comp)]) return false;
   bool coll = false, p2p = false;
@@ -344,7 +364,7 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
         ctx.Blame(r, mismatch);
         continue;
       }
-      ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current));
+      ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current) + WildcardRace(ctx.job, v));
     }
   }
 }

@@ -127,7 +127,12 @@ RankSet FindProgress(const Job& job, const Job& earlier) {
       auto it = earlier.comm_index.find(job.comms[size_t(comm)].id);
       if (it != earlier.comm_index.end() && e.Entered(it->second) < n) moved = true;
     }
-    if (v.current.valid != e.current.valid || v.current.begin_real_ns != e.current.begin_real_ns) moved = true;
+    // Raw values only: sequence numbers, record counters, the BEGIN's own
+    // ticks. Never times converted from ticks, whose calibration drifts
+    // between two reads (the same record read +111.989220 s, then
+    // +111.989221 s, once passed for progress).
+    if (v.current.valid != e.current.valid || v.current.ticks != e.current.ticks) moved = true;
+    if (v.records != e.records) moved = true;
     if (moved) moved_ranks.Add(v.rank);
   }
   return moved_ranks;
@@ -622,6 +627,12 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   d.cycle_ranks = ctx.cycle_ranks;
   d.verdict = DecideVerdict(job, &d, &ctx);
   d.below = ctx.found.below;
+  // Two reads: a rank that moved in between is slow, never a culprit.
+  if (d.compared) {
+    d.culprits.erase(std::remove_if(d.culprits.begin(), d.culprits.end(),
+                                    [&](const Culprit& c) { return d.progressing.Contains(c.rank); }),
+                     d.culprits.end());
+  }
   // Groups biggest first, then the sentence.
   std::stable_sort(d.groups.begin(), d.groups.end(), [](const Group& a, const Group& b) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();
@@ -674,6 +685,26 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
              " died without an exit record";
     }
     d.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
+  }
+  // One read is not proof: a slow job looks the same. Say how long the
+  // ranks have waited, and how to tell.
+  if (!d.compared && d.verdict == Verdict::kHang) {
+    double least = -1, most = 0;
+    for (const Group& g : d.groups) {
+      if (g.state != RankState::kInCall) continue;
+      least = least < 0 ? g.in_call_s : std::min(least, g.in_call_s);
+      most = std::max(most, g.in_call_s);
+    }
+    if (least >= 0) {
+      char waited[64], text[200];
+      if (most - least < 0.05) snprintf(waited, sizeof(waited), "%.1f s", most);
+      else snprintf(waited, sizeof(waited), "%.1f to %.1f s", least, most);
+      snprintf(text, sizeof(text),
+               "one snapshot: the ranks in calls have waited %s; a slow job is not excluded "
+               "(hangtrace analyze --interval 5 reads twice)",
+               waited);
+      d.notes.push_back(text);
+    }
   }
   for (const std::string& dup : job.duplicates) d.notes.push_back("note: " + dup);
   return d;

@@ -254,6 +254,7 @@ class Loader {
       c.dtype = r.dtype;
       c.redop = r.redop;
       c.handle = r.handle;
+      c.ticks = r.ticks;
       c.begin_real_ns = s.TicksToRealNs(r.ticks);
       c.seconds = s.SecondsInCall(r.ticks);
       if (c.op == fmt::Op::kKernel) {
@@ -275,6 +276,7 @@ class Loader {
       if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
     }
     v.python_version = p.python_version;
+    for (const ThreadInfo& t : s.threads) v.records += t.tracer ? 0 : t.head;
     if (in) {
       v.current = point(in->current);
       v.call_tid = in->current.tid;
@@ -329,6 +331,7 @@ class Loader {
         }
         if (r.kind == uint8_t(fmt::EventKind::kEnd) && d->op == fmt::Op::kRecv) {
           v.received[key] = std::max(v.received[key], r.seq);
+          if (r.flags & fmt::kRecAnyPeer) ++v.wildcard_taken[key];
         }
       }
       if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;

@@ -42,6 +42,7 @@ struct CallPoint {
   uint64_t count = 0;
   uint8_t dtype = 0, redop = 0;
   uint64_t handle = 0;
+  uint64_t ticks = 0;      // its BEGIN's raw clock ticks, as recorded (what progress compares)
   int64_t begin_real_ns = 0;
   double seconds = 0;      // from its begin to the last moment the file vouches for
   // The host returned (the work was enqueued on a stream) but the device
@@ -93,6 +94,8 @@ struct RankView {
   // the highest receive sequence completed from each. A send whose peer
   // received fewer on that tag is unreceived (a tag or source mismatch).
   std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> sent, received;
+  // Of the received: how many an MPI_ANY_SOURCE receive took, by the same key.
+  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> wildcard_taken;
   std::vector<ThreadStack> stacks;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python
@@ -105,6 +108,7 @@ struct RankView {
   bool from_stacks = false;
   std::string rank_from;    // with from_stacks: the variable its rank came from
   uint32_t worker = 0;      // which loader's signature table holds its calls
+  uint64_t records = 0;     // records its program threads ever wrote (lane heads): moves with any call
 
   uint64_t Entered(int32_t comm) const {
     for (const auto& [c, n] : entered) {

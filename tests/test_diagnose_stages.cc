@@ -208,6 +208,43 @@ TEST(Stages, EachRuleTakesItsCase) {
   }
 }
 
+TEST(Stages, ProgressIsJudgedOnRawCountersNeverOnConvertedTimes) {
+  JobBuilder a(2), b(2);
+  for (JobBuilder* j : {&a, &b}) {
+    j->InColl(0, "MPI_Allreduce", 3);
+    j->InColl(1, "MPI_Allreduce", 3);
+    j->job.ranks[0].current.ticks = j->job.ranks[1].current.ticks = 1000;
+    j->job.ranks[0].records = j->job.ranks[1].records = 40;
+  }
+  // The same records, read twice: the clock's calibration moved a microsecond.
+  b.job.ranks[0].current.begin_real_ns = a.job.ranks[0].current.begin_real_ns + 1000;
+  EXPECT_TRUE(FindProgress(b.job, a.job).Empty());
+  // A rank that wrote records in between (returned and called again) moved.
+  b.job.ranks[1].records = 44;
+  EXPECT_EQ(FindProgress(b.job, a.job).ToString(), "1");
+}
+
+TEST(Stages, OneSnapshotSaysSoAndTwoNeverBlameARankThatMoved) {
+  JobBuilder b(3);  // 0, 1 in #2; 2 computes, waited for
+  b.InColl(0, "MPI_Allreduce", 2);
+  b.InColl(1, "MPI_Allreduce", 2);
+  b.job.ranks[0].current.seconds = b.job.ranks[1].current.seconds = 12.0;
+  b.SetEntered(2, 0, 1);
+  Diagnosis one = b.Run();
+  ASSERT_EQ(one.culprits.size(), 1u);
+  bool caveat = false;
+  for (const std::string& n : one.notes) caveat |= n.find("one snapshot") != std::string::npos && n.find("--interval") != std::string::npos;
+  EXPECT_TRUE(caveat);
+  // Read again: rank 2 wrote records in between (it is computing, slowly).
+  JobBuilder earlier = b;
+  earlier.job.ranks[2].records = 10;
+  b.job.ranks[2].records = 25;
+  Diagnosis two = Diagnose(b.job, &earlier.job);
+  EXPECT_TRUE(two.progressing.Contains(2));
+  EXPECT_TRUE(two.culprits.empty()) << "rank 2 moved: " << two.summary;
+  for (const std::string& n : two.notes) EXPECT_EQ(n.find("one snapshot"), std::string::npos) << n;
+}
+
 TEST(Stages, DocsDescribeEveryRuleInTableOrder) {
   // docs/ANALYSIS.md has one "#### rule `NAME`" section per rule, in the
   // order of kBlameRules: a rule added here must be explained there.

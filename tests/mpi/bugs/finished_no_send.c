@@ -1,6 +1,6 @@
 /* Rank 1 waits in MPI_Recv from rank 0, tag 0; rank 0 finishes (MPI_Finalize)
  * without sending it. Finishing is not waiting: rank 0 is the culprit.
- * TRUTH np=2 verdict=hang culprits=0 ops=0:MPI_Finalize,1:MPI_Recv words=without_sending */
+ * TRUTH np=2 verdict=hang culprits=0 ops=0:MPI_Finalize,1:MPI_Recv words=without~sending */
 #include <mpi.h>
 int main(int argc, char** argv) {
   int rank, x = 0;

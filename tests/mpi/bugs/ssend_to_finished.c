@@ -1,5 +1,5 @@
 /* Rank 0 waits in MPI_Ssend to rank 1, which finishes without receiving.
- * TRUTH np=2 verdict=hang culprits=1 ops=0:MPI_Ssend,1:MPI_Finalize words=without_receiving */
+ * TRUTH np=2 verdict=hang culprits=1 ops=0:MPI_Ssend,1:MPI_Finalize words=without~receiving */
 #include <mpi.h>
 int main(int argc, char** argv) {
   int rank, x = 7;

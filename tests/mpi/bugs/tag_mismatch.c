@@ -1,7 +1,7 @@
 /* Rank 0 sends tag 0 to rank 1 (small: it completes eagerly) and goes on to
  * a barrier; rank 1 waits for tag 1 from rank 0, which never comes.
  * The two disagree on the tag: both are named.
- * TRUTH np=2 verdict=hang culprits=0,1 ops=0:MPI_Barrier,1:MPI_Recv words=tag_mismatch */
+ * TRUTH np=2 verdict=hang culprits=0,1 ops=0:MPI_Barrier,1:MPI_Recv words=tag~mismatch */
 #include <mpi.h>
 int main(int argc, char** argv) {
   int rank, x = 3;

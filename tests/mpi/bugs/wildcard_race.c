@@ -3,7 +3,7 @@
  * the named receive from rank 2 waits for a message a wildcard already took
  * (when both wildcards matched 1 and 2). Rank 0 waits in MPI_Recv from 2;
  * ranks 1 and 2 wait in the final barrier.
- * TRUTH np=3 verdict=hang culprits=0 ops=0:MPI_Recv,1:MPI_Barrier,2:MPI_Barrier words=ANY */
+ * TRUTH np=3 verdict=hang culprits=0 ops=0:MPI_Recv,1:MPI_Barrier,2:MPI_Barrier words=MPI_ANY_SOURCE~receives~took */
 #include <mpi.h>
 int main(int argc, char** argv) {
   int rank, x = 1;
