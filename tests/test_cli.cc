@@ -30,6 +30,22 @@ void Simulate(const TempDir& dir, const std::string& job, const std::string& fau
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
+// A traced process held in a call, as job "live" of `dir`, once its file is there.
+pid_t StartLiveJob(const TempDir& dir) {
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("LD_PRELOAD", HT_PRELOAD, 1);
+    setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
+    setenv("HANGTRACE_JOB", "live", 1);
+    setenv("HANGTRACE_TIMEOUT", "0", 1);
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path() + "/live").empty(); ++i) usleep(20000);
+  return child;
+}
+
 TEST(Cli, AnalyzeExitStatusTellsTheVerdict) {
   TempDir dir;
   Simulate(dir, "healthy", "");
@@ -93,17 +109,7 @@ TEST(Cli, LsListsJobsWithStateRanksAndPath) {
   // their heartbeats, long silent: gone.
   Simulate(dir, "sim", "stop@rank=1");
   // A live traced process: running, with its path.
-  pid_t child = fork();
-  if (child == 0) {
-    setenv("LD_PRELOAD", HT_PRELOAD, 1);
-    setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
-    setenv("HANGTRACE_JOB", "live", 1);
-    setenv("HANGTRACE_TIMEOUT", "0", 1);
-    freopen("/dev/null", "w", stdout);
-    execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path() + "/live").empty(); ++i) usleep(20000);
+  const pid_t child = StartLiveJob(dir);
   r = Cli({"ls", dir.path()});
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
@@ -126,17 +132,7 @@ TEST(Cli, LsListsJobsWithStateRanksAndPath) {
 TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {
   TempDir dir;
   Simulate(dir, "ended", "");
-  pid_t child = fork();
-  if (child == 0) {
-    setenv("LD_PRELOAD", HT_PRELOAD, 1);
-    setenv("HANGTRACE_DIR", dir.path().c_str(), 1);
-    setenv("HANGTRACE_JOB", "live", 1);
-    setenv("HANGTRACE_TIMEOUT", "0", 1);
-    freopen("/dev/null", "w", stdout);
-    execl(HT_PROG, HT_PROG, "hold", (char*)nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 100 && testing::ListTraceFiles(dir.path() + "/live").empty(); ++i) usleep(20000);
+  const pid_t child = StartLiveJob(dir);
   ProgramResult dry = Cli({"clean", "-n", dir.path()});
   EXPECT_NE(dry.out.find("would remove " + dir.path() + "/ended"), std::string::npos) << dry.out;
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/ended"));
