@@ -293,24 +293,36 @@ int32_t CommRankOf(const Job& job, int32_t comm, int32_t w) {
   return -1;
 }
 
-// "rank 0 sent tag 0 to rank 1 (still unreceived)" when `v` waits in a
-// receive from a peer that sent it a message on another tag it never
-// received; "" otherwise. `*peer` is that sender.
-std::string TagMismatch(const Job& job, const RankView& v, int32_t* peer) {
+// "rank 0 sent tag 0 to rank 1 (still unreceived); rank 1 waits for tag 1
+// from rank 0: tag mismatch" when `v` waits in a receive and a message sent
+// to it on that communicator is still unreceived: from the same source on
+// another tag (a tag mismatch), or from another source (a source mismatch).
+// "" otherwise. `*sender` is that message's sender.
+std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) {
   if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
-  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
-  if (from < 0) return "";
-  const RankView& p = job.ranks[size_t(from)];
-  const int32_t me = CommRankOf(job, v.current.comm, v.rank);
-  for (const auto& [key, n] : p.sent) {
-    const auto& [comm, to, tag] = key;
-    if (comm != v.current.comm || to != me || tag == v.current.tag) continue;
-    auto got = v.received.find(std::make_tuple(comm, v.current.peer, tag));
-    if (got != v.received.end() && got->second >= n) continue;
-    *peer = from;
-    return "rank " + std::to_string(from) + " sent tag " + std::to_string(tag) + " to rank " + std::to_string(v.rank) +
-           " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " + std::to_string(v.current.tag) +
-           " from rank " + std::to_string(from) + ": tag mismatch";
+  const int32_t comm = v.current.comm;
+  const int32_t from = job.CommByRank(comm, v.current.peer);
+  const int32_t me = CommRankOf(job, comm, v.rank);
+  if (from < 0 || me < 0) return "";
+  auto unreceived = [&](const RankView& q, bool same_source) -> std::string {
+    const int32_t q_in_comm = CommRankOf(job, comm, q.rank);
+    for (const auto& [key, n] : q.sent) {
+      const auto& [c, to, tag] = key;
+      if (c != comm || to != me || (same_source && tag == v.current.tag)) continue;
+      auto got = v.received.find(std::make_tuple(c, q_in_comm, tag));
+      if (got != v.received.end() && got->second >= n) continue;
+      *sender = q.rank;
+      return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(tag) + " to rank " +
+             std::to_string(v.rank) + " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " +
+             std::to_string(v.current.tag) + " from rank " + std::to_string(from) +
+             (same_source ? ": tag mismatch" : ": source mismatch");
+    }
+    return "";
+  };
+  if (std::string why = unreceived(job.ranks[size_t(from)], true); !why.empty()) return why;
+  for (const RankView& q : job.ranks) {
+    if (q.rank == from || q.rank == v.rank || q.sent.empty()) continue;
+    if (std::string why = unreceived(q, false); !why.empty()) return why;
   }
   return "";
 }
@@ -358,7 +370,7 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
       const RankView& v = ctx.job.ranks[size_t(r)];
       if (v.state != RankState::kInCall || IsCollective(v.current)) continue;
       int32_t sender = -1;
-      const std::string mismatch = TagMismatch(ctx.job, v, &sender);
+      const std::string mismatch = MessageMismatch(ctx.job, v, &sender);
       if (!mismatch.empty()) {
         ctx.Blame(sender, mismatch);
         ctx.Blame(r, mismatch);
