@@ -74,6 +74,9 @@ KIND_FLAGS = {
     "isend": ["kCallP2p", "kCallNonblocking"],
     "recv": ["kCallP2p", "kCallBlocking"],
     "irecv": ["kCallP2p", "kCallNonblocking"],
+    "psend": ["kCallP2p", "kCallNonblocking"],
+    "precv": ["kCallP2p", "kCallNonblocking"],
+    "start": [],
     "mrecv": ["kCallP2p", "kCallBlocking"],
     "imrecv": ["kCallP2p", "kCallNonblocking"],
     "sendrecv": ["kCallP2p", "kCallBlocking"],
@@ -216,6 +219,13 @@ def body(c):
         return BLOCKING.format(args=args, after=f"if (ret == MPI_SUCCESS) Initialized({provided});\n")
     if k == "finalize":
         return BLOCKING.format(args=args, after="")
+    if k in ("psend", "precv"):
+        return f"int ret = real({args});\nif (ret == MPI_SUCCESS) PersistentMade(r, *{r['request']});\nreturn ret;"
+    if k == "start":
+        if "request" in r:
+            return f"int ret = real({args});\nif (ret == MPI_SUCCESS) PersistentStarted(*{r['request']});\nreturn ret;"
+        return (f"int ret = real({args});\nif (ret == MPI_SUCCESS) {{\n"
+                f"  for (int k = 0; k < {r['nreq']}; ++k) PersistentStarted({r['requests']}[k]);\n}}\nreturn ret;")
     if k == "abort":
         return f"CallBegin(r);  // never ended: the process is going away\nreturn real({args});"
     raise ValueError(k)

@@ -280,6 +280,40 @@ bool Take(uint64_t key, fmt::Record* out) {
   return false;
 }
 
+// Persistent requests, by handle: their parameters, kept until the handle
+// is made again (a freed handle that MPI recycles is overwritten then).
+RequestSlot g_persistent[1 << 12];
+
+void KeepPersistent(uint64_t key, const fmt::Record& r) {
+  constexpr size_t n = sizeof(g_persistent) / sizeof(g_persistent[0]);
+  for (size_t i = Mix(key) & (n - 1), k = 0; k < n; i = (i + 1) & (n - 1), ++k) {
+    uint64_t cur = __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE);
+    if (cur != key && cur != kEmpty) continue;
+    uint64_t expected = cur;
+    if (!__atomic_compare_exchange_n(&g_persistent[i].key, &expected, kBusy, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED)) {
+      continue;
+    }
+    g_persistent[i].rec = r;
+    __atomic_store_n(&g_persistent[i].key, key, __ATOMIC_RELEASE);
+    return;
+  }
+  if (g_trace) __atomic_fetch_add(&g_trace->header->counters.dropped, 1, __ATOMIC_RELAXED);
+}
+
+bool FindPersistent(uint64_t key, fmt::Record* out) {
+  constexpr size_t n = sizeof(g_persistent) / sizeof(g_persistent[0]);
+  for (size_t i = Mix(key) & (n - 1), k = 0; k < n; i = (i + 1) & (n - 1), ++k) {
+    uint64_t cur = __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE);
+    if (cur == key) {
+      *out = g_persistent[i].rec;
+      return __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE) == key;
+    }
+    if (cur == kEmpty) return false;
+  }
+  return false;
+}
+
 thread_local std::vector<MPI_Request>* t_saved;
 thread_local std::vector<MPI_Status>* t_statuses;
 
@@ -447,6 +481,28 @@ void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
   if (r.flags & fmt::kRecAnyPeer) r.peer = status->MPI_SOURCE;
   if (r.flags & fmt::kRecAnyTag) r.tag = status->MPI_TAG;
   if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
+}
+
+void PersistentMade(fmt::Record& r, MPI_Request request) {
+  if (request == g_ompi.request_null) return;
+  r.handle = HandleKey(request);
+  fmt::Record mark = r;
+  RecordEvent(mark, fmt::EventKind::kMark);
+  KeepPersistent(r.handle, r);
+}
+
+void PersistentStarted(MPI_Request request) {
+  fmt::Record r;
+  if (request == g_ompi.request_null || !g_trace || !FindPersistent(HandleKey(request), &r)) return;
+  const bool send = r.call < g_trace->header->counters.call_count &&
+                    fmt::Op(g_trace->calls[r.call].op) == fmt::Op::kSend;
+  r.seq = 0;
+  if (send) {
+    if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);
+  } else {
+    SequenceReceive(r);
+  }
+  Posted(r, request);
 }
 
 void Posted(fmt::Record& r, MPI_Request request) {

@@ -84,6 +84,11 @@ uint64_t RequestKey(MPI_Request request);
 // After a nonblocking call posted `request`: writes its BEGIN (handle =
 // request) and remembers it until a completion call retires the request.
 void Posted(fmt::Record& r, MPI_Request request);
+// A persistent request made (MPI_Send_init, MPI_Recv_init): recorded as a
+// MARK with its parameters (readers see a request made and never started),
+// and kept, so that each MPI_Start posts it like an Isend or Irecv.
+void PersistentMade(fmt::Record& r, MPI_Request request);
+void PersistentStarted(MPI_Request request);
 // A receive of a message matched earlier (MPI_Mrecv): source and tag come
 // from the status at completion.
 void MatchedReceive(fmt::Record& r);

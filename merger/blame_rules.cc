@@ -347,6 +347,25 @@ std::string WildcardRace(const Job& job, const RankView& v) {
          ": this receive waits for #" + std::to_string(v.current.seq) + ", which never comes (a message race)";
 }
 
+// "made a persistent send to rank 1 (MPI_Send_init, tag 0) and never started
+// it" when `v` waits in a receive from a peer that made such a send and
+// started fewer than `v` waits for. "" otherwise; `*sender` the peer.
+std::string NeverStarted(const Job& job, const RankView& v, int32_t* sender) {
+  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
+  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
+  if (from < 0) return "";
+  const RankView& p = job.ranks[size_t(from)];
+  const auto key = std::make_tuple(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
+  auto made = p.persistent_sends.find(key);
+  if (made == p.persistent_sends.end()) return "";
+  auto sent = p.sent.find(key);
+  if (sent != p.sent.end() && sent->second >= v.current.seq) return "";
+  *sender = from;
+  return "made a persistent send to rank " + std::to_string(v.rank) + " (tag " + std::to_string(v.current.tag) +
+         ") and never started it (MPI_Start); rank " + std::to_string(v.rank) + " waits for it in " +
+         DescribeCall(job, v.current);
+}
+
 bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
   if (!ctx.comps.cyclic[size_t(comp)]) return false;
   bool coll = false, p2p = false;
@@ -370,6 +389,10 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
       const RankView& v = ctx.job.ranks[size_t(r)];
       if (v.state != RankState::kInCall || IsCollective(v.current)) continue;
       int32_t sender = -1;
+      if (const std::string unstarted = NeverStarted(ctx.job, v, &sender); !unstarted.empty()) {
+        ctx.Blame(sender, unstarted);
+        continue;
+      }
       const std::string mismatch = MessageMismatch(ctx.job, v, &sender);
       if (!mismatch.empty()) {
         ctx.Blame(sender, mismatch);

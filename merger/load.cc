@@ -334,6 +334,10 @@ class Loader {
           if (r.flags & fmt::kRecAnyPeer) ++v.wildcard_taken[key];
         }
       }
+      if (r.kind == uint8_t(fmt::EventKind::kMark) && (d->flags & fmt::kCallP2p) && d->op == fmt::Op::kSend &&
+          r.comm < comm_map.size() && comm_map[r.comm] >= 0 && r.peer >= 0) {
+        ++v.persistent_sends[std::make_tuple(comm_map[r.comm], r.peer, r.tag)];
+      }
       if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
       if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
       if (d->flags & fmt::kCallNonblocking) {

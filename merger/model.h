@@ -96,6 +96,9 @@ struct RankView {
   std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> sent, received;
   // Of the received: how many an MPI_ANY_SOURCE receive took, by the same key.
   std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> wildcard_taken;
+  // Persistent sends made (MPI_Send_init, ...), by the same key: a send made
+  // and never started shows here and not in `sent`.
+  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> persistent_sends;
   std::vector<ThreadStack> stacks;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python

@@ -118,6 +118,16 @@ __attribute__((noinline)) static void families(void) {
   MPI_Sendrecv(&x, 1, MPI_INT, right, 13, &y, 1, MPI_INT, left, 13, MPI_COMM_WORLD, &st);
   check(y == left + 1, "sendrecv");
   MPI_Sendrecv_replace(&y, 1, MPI_INT, right, 14, MPI_ANY_SOURCE, 14, MPI_COMM_WORLD, &st);
+  /* Persistent requests: made once, started three times. */
+  MPI_Request pers[2];
+  MPI_Send_init(&x, 1, MPI_INT, right, 17, MPI_COMM_WORLD, &pers[0]);
+  MPI_Recv_init(&y, 1, MPI_INT, left, 17, MPI_COMM_WORLD, &pers[1]);
+  for (int i = 0; i < 3; ++i) {
+    MPI_Startall(2, pers);
+    MPI_Waitall(2, pers, MPI_STATUSES_IGNORE);
+  }
+  MPI_Request_free(&pers[0]);
+  MPI_Request_free(&pers[1]);
   /* Probe, then receive what it found. */
   MPI_Send(&x, 1, MPI_INT, right, 21, half == MPI_COMM_NULL ? MPI_COMM_WORLD : MPI_COMM_WORLD);
   MPI_Probe(left, 21, MPI_COMM_WORLD, &st);
