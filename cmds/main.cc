@@ -12,7 +12,7 @@ namespace hangtrace {
 namespace {
 
 const CommandEntry kCommands[] = {
-    {"run", "run a command traced: hangtrace run [--dir D] [--timeout S] -- CMD ARGS...", RunCommand},
+    {"run", "run a command traced: hangtrace run [--dir D] [--timeout S] CMD ARGS...", RunCommand},
     {"analyze", "the diagnosis of a job: who waits in which call, for whom, and who caused it",
      AnalyzeCommand},
     {"simulate", "write synthetic trace files of a TP x PP x DP job with a fault, and its truth",
