@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <map>
 #include <signal.h>
@@ -404,6 +405,39 @@ TEST(Runtime, ARankHasItsFileFromTheStartAndKeepsItUnlessItExitedCleanWithNothin
   EXPECT_EQ(r.exit_code, 3);
   TraceSnapshot s = ReadOnly(dir);
   EXPECT_EQ(s.process.exit_code, 3);
+}
+
+TEST(Runtime, AnUnprivilegedUserGetsItsFileNamedToo) {
+  // Naming the anonymous file by AT_EMPTY_PATH takes CAP_DAC_READ_SEARCH;
+  // another user goes through /proc/self/fd.
+  TempDir dir;
+  const std::string home = dir.path() + "/traces";
+  ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(chown(home.c_str(), kOtherUser, kOtherUser), 0);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(kOtherUser) != 0 || setuid(kOtherUser) != 0) _exit(125);
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    setenv("LD_PRELOAD", HT_PRELOAD, 1);
+    setenv("HANGTRACE_DIR", home.c_str(), 1);
+    setenv("HANGTRACE_JOB", "job", 1);
+    execl(HT_PROG, HT_PROG, "events", "3", (char*)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::vector<std::string> files = ListTraceFiles(home);
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kOtherUser);
+  std::string err;
+  auto s = ReadTraceFile(files[0], &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_EQ(s->process.exit_code, 0);
+  EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 3u);
 }
 
 TEST(Runtime, KeepGivesEveryProcessItsFile) {
