@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -89,9 +88,7 @@ int CleanCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace clean: %s\n", error.c_str());
     return 1;
   }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  const int64_t now = NowRealNs();
   int rc = 0;
   size_t removed_jobs = 0;
   uint64_t freed = 0;

@@ -1,6 +1,5 @@
 // hangtrace ls: the jobs under the trace folder, newest first, with what
 // each is doing now and the path to hand to analyze.
-#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -54,9 +53,7 @@ int LsCommand(int argc, char** argv) {
     printf("no traced job in %s\n", root.c_str());
     return 0;
   }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  const int64_t now = NowRealNs();
   printf("%-14s %-8s %-22s %-5s %-11s %-11s %-9s %s\n", "JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN",
          "SIZE", "PATH");
   for (const JobSummary& j : jobs) {

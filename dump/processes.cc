@@ -16,19 +16,6 @@
 namespace hangtrace {
 namespace {
 
-// Most specific launcher first, as the runtime reads them (tracer/runtime.cc).
-struct RankVar {
-  const char* rank;
-  const char* size;
-};
-const RankVar kRankVars[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"PMI_RANK", "PMI_SIZE"},
-    {"PMIX_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"SLURM_PROCID", "SLURM_NTASKS"},
-    {"RANK", "WORLD_SIZE"},
-};
-
 std::map<std::string, std::string> ReadEnviron(pid_t pid) {
   std::map<std::string, std::string> env;
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
@@ -120,10 +107,10 @@ bool ReadRankedProcess(pid_t pid, RankedProcess* out) {
   out->slurm_job = get("SLURM_JOB_ID");
   out->slurm_step = get("SLURM_STEP_ID");
   out->slurm_node = get("SLURMD_NODENAME");
-  for (const RankVar& v : kRankVars) {
+  for (const RankVariable& v : kRankVariables) {
     int32_t rank;
     if (!ParseCount(get(v.rank), &rank)) continue;
-    if (!strcmp(v.rank, "RANK") && get("WORLD_SIZE").empty()) continue;  // RANK alone is anybody's variable
+    if (v.source == fmt::RankSource::kEnvTorch && get(v.size).empty()) continue;  // RANK alone is anybody's variable
     out->rank = rank;
     out->rank_from = v.rank;
     int32_t size;

@@ -244,74 +244,54 @@ struct RequestSlot {
 constexpr size_t kRequestsSize = 1 << 16;
 RequestSlot g_requests[kRequestsSize];
 
-void Remember(uint64_t key, const fmt::Record& r) {
+// Open addressing over a table of `n` slots (a power of two).
+void Store(RequestSlot* table, size_t n, uint64_t key, const fmt::Record& r) {
   size_t tomb = SIZE_MAX;
-  for (size_t i = Mix(key) & (kRequestsSize - 1), n = 0; n < kRequestsSize; i = (i + 1) & (kRequestsSize - 1), ++n) {
-    uint64_t k = __atomic_load_n(&g_requests[i].key, __ATOMIC_ACQUIRE);
+  for (size_t i = Mix(key) & (n - 1), k = 0; k < n; i = (i + 1) & (n - 1), ++k) {
+    uint64_t cur = __atomic_load_n(&table[i].key, __ATOMIC_ACQUIRE);
     size_t at = SIZE_MAX;
-    if (k == key) at = i;  // a stale entry of a recycled handle
-    else if (k == kTomb && tomb == SIZE_MAX) tomb = i;
-    else if (k == kEmpty) at = tomb != SIZE_MAX ? tomb : i;
+    if (cur == key) at = i;  // a stale entry of a recycled handle
+    else if (cur == kTomb && tomb == SIZE_MAX) tomb = i;
+    else if (cur == kEmpty) at = tomb != SIZE_MAX ? tomb : i;
     if (at == SIZE_MAX) continue;
-    uint64_t expected = g_requests[at].key;
+    uint64_t expected = table[at].key;
     if (expected == kBusy ||
-        !__atomic_compare_exchange_n(&g_requests[at].key, &expected, kBusy, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED)) {
+        !__atomic_compare_exchange_n(&table[at].key, &expected, kBusy, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       tomb = SIZE_MAX;  // lost the race: look again from here
       continue;
     }
-    g_requests[at].rec = r;
-    __atomic_store_n(&g_requests[at].key, key, __ATOMIC_RELEASE);
+    table[at].rec = r;
+    __atomic_store_n(&table[at].key, key, __ATOMIC_RELEASE);
     return;
   }
   if (g_trace) __atomic_fetch_add(&g_trace->header->counters.dropped, 1, __ATOMIC_RELAXED);
 }
 
-bool Take(uint64_t key, fmt::Record* out) {
-  for (size_t i = Mix(key) & (kRequestsSize - 1), n = 0; n < kRequestsSize; i = (i + 1) & (kRequestsSize - 1), ++n) {
-    uint64_t k = __atomic_load_n(&g_requests[i].key, __ATOMIC_ACQUIRE);
-    if (k == key) {
-      *out = g_requests[i].rec;
-      __atomic_store_n(&g_requests[i].key, kTomb, __ATOMIC_RELEASE);
-      return true;
-    }
-    if (k == kEmpty) return false;
-  }
-  return false;
-}
-
-// Persistent requests, by handle: their parameters, kept until the handle
-// is made again (a freed handle that MPI recycles is overwritten then).
-RequestSlot g_persistent[1 << 12];
-
-void KeepPersistent(uint64_t key, const fmt::Record& r) {
-  constexpr size_t n = sizeof(g_persistent) / sizeof(g_persistent[0]);
+// Copies out the entry of `key`; `take`: and frees its slot.
+bool Find(RequestSlot* table, size_t n, uint64_t key, fmt::Record* out, bool take) {
   for (size_t i = Mix(key) & (n - 1), k = 0; k < n; i = (i + 1) & (n - 1), ++k) {
-    uint64_t cur = __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE);
-    if (cur != key && cur != kEmpty) continue;
-    uint64_t expected = cur;
-    if (!__atomic_compare_exchange_n(&g_persistent[i].key, &expected, kBusy, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED)) {
-      continue;
-    }
-    g_persistent[i].rec = r;
-    __atomic_store_n(&g_persistent[i].key, key, __ATOMIC_RELEASE);
-    return;
-  }
-  if (g_trace) __atomic_fetch_add(&g_trace->header->counters.dropped, 1, __ATOMIC_RELAXED);
-}
-
-bool FindPersistent(uint64_t key, fmt::Record* out) {
-  constexpr size_t n = sizeof(g_persistent) / sizeof(g_persistent[0]);
-  for (size_t i = Mix(key) & (n - 1), k = 0; k < n; i = (i + 1) & (n - 1), ++k) {
-    uint64_t cur = __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE);
+    uint64_t cur = __atomic_load_n(&table[i].key, __ATOMIC_ACQUIRE);
     if (cur == key) {
-      *out = g_persistent[i].rec;
-      return __atomic_load_n(&g_persistent[i].key, __ATOMIC_ACQUIRE) == key;
+      *out = table[i].rec;
+      if (take) __atomic_store_n(&table[i].key, kTomb, __ATOMIC_RELEASE);
+      return take || __atomic_load_n(&table[i].key, __ATOMIC_ACQUIRE) == key;
     }
     if (cur == kEmpty) return false;
   }
   return false;
+}
+
+// Requests in flight: posted, not yet retired.
+void Remember(uint64_t key, const fmt::Record& r) { Store(g_requests, kRequestsSize, key, r); }
+bool Take(uint64_t key, fmt::Record* out) { return Find(g_requests, kRequestsSize, key, out, /*take=*/true); }
+
+// Persistent requests, by handle: their parameters, kept until the handle
+// is made again (a freed handle that MPI recycles is overwritten then).
+constexpr size_t kPersistentSize = 1 << 12;
+RequestSlot g_persistent[kPersistentSize];
+void KeepPersistent(uint64_t key, const fmt::Record& r) { Store(g_persistent, kPersistentSize, key, r); }
+bool FindPersistent(uint64_t key, fmt::Record* out) {
+  return Find(g_persistent, kPersistentSize, key, out, /*take=*/false);
 }
 
 thread_local std::vector<MPI_Request>* t_saved;

@@ -12,6 +12,12 @@
 namespace hangtrace {
 namespace fs = std::filesystem;
 
+int64_t NowRealNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 const char* JobStateName(JobState s) {
   switch (s) {
     case JobState::kRunning: return "running";
@@ -26,12 +32,6 @@ const char* JobStateName(JobState s) {
 }
 
 namespace {
-
-int64_t NowRealNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 void AddFile(JobSummary* j, const TraceSnapshot& s) {
   const fmt::ProcessInfo& p = s.process;

@@ -39,6 +39,9 @@ struct JobSummary {
 // `warnings`; `error` when `root` itself cannot be used.
 std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, std::vector<std::string>* warnings);
 
+// CLOCK_REALTIME now, in ns: what the files' wall-clock facts compare with.
+int64_t NowRealNs();
+
 // "12 s", "3 min", "2.5 h", "4 days": how long ago, for people.
 std::string Ago(int64_t now_real_ns, int64_t then_real_ns);
 

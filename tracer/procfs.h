@@ -7,7 +7,27 @@
 
 #include <cstdint>
 
+#include "tracer/format.h"
+
 namespace hangtrace {
+
+// The environment variables a launcher gives a rank its rank and world size
+// in, most specific first: under srun+Open MPI both OMPI_ and SLURM_ are set
+// and agree; RANK is the least specific (torchrun, but also user code). Read
+// by the runtime from its own environment, by the dump from
+// /proc/PID/environ of a process nobody traced.
+struct RankVariable {
+  const char* rank;
+  const char* size;
+  fmt::RankSource source;
+};
+inline constexpr RankVariable kRankVariables[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", fmt::RankSource::kEnvOmpi},
+    {"PMI_RANK", "PMI_SIZE", fmt::RankSource::kEnvPmi},
+    {"PMIX_RANK", "PMIX_SIZE", fmt::RankSource::kEnvPmix},
+    {"SLURM_PROCID", "SLURM_NTASKS", fmt::RankSource::kEnvSlurm},
+    {"RANK", "WORLD_SIZE", fmt::RankSource::kEnvTorch},
+};
 
 // Reads a small file into buf (NUL-terminated); returns bytes read or -1.
 ssize_t ReadSmallFile(const char* path, char* buf, size_t cap);

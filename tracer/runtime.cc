@@ -54,21 +54,6 @@ uint64_t ProcStartTime() {
   return ReadProcStat(0, &st) ? st.start_time : 0;
 }
 
-struct EnvRank {
-  const char* rank_var;
-  const char* size_var;
-  fmt::RankSource source;
-};
-// Most specific launcher first: under srun+OpenMPI both OMPI_ and SLURM_ are
-// set and agree; RANK is the least specific (torchrun, but also user code).
-const EnvRank kEnvRanks[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", fmt::RankSource::kEnvOmpi},
-    {"PMI_RANK", "PMI_SIZE", fmt::RankSource::kEnvPmi},
-    {"PMIX_RANK", "PMIX_SIZE", fmt::RankSource::kEnvPmix},
-    {"SLURM_PROCID", "SLURM_NTASKS", fmt::RankSource::kEnvSlurm},
-    {"RANK", "WORLD_SIZE", fmt::RankSource::kEnvTorch},
-};
-
 bool ParseInt(const char* s, int32_t* out) {
   if (!s || !*s) return false;
   char* end = nullptr;
@@ -83,13 +68,13 @@ void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
   p->ppid = getppid();
   p->rank = -1;
   p->world_size = -1;
-  for (const EnvRank& e : kEnvRanks) {
+  for (const RankVariable& e : kRankVariables) {
     int32_t r;
-    if (ParseInt(getenv(e.rank_var), &r)) {
+    if (ParseInt(getenv(e.rank), &r)) {
       p->rank = r;
       p->rank_source = uint8_t(e.source);
       int32_t n;
-      if (ParseInt(getenv(e.size_var), &n)) p->world_size = n;
+      if (ParseInt(getenv(e.size), &n)) p->world_size = n;
       break;
     }
   }
@@ -211,29 +196,56 @@ bool SupersedePredecessor(int dir_fd, const char* name, const fmt::ProcessInfo& 
   return removable && unlinkat(dir_fd, name, 0) == 0;
 }
 
+// Async-signal-safe string building for the file names.
+size_t Append(char* buf, size_t at, size_t cap, const char* text) {
+  while (*text && at + 1 < cap) buf[at++] = *text++;
+  buf[at] = '\0';
+  return at;
+}
+size_t AppendUint(char* buf, size_t at, size_t cap, uint64_t v) {
+  char digits[24];
+  int n = 0;
+  do digits[n++] = char('0' + v % 10); while ((v /= 10) != 0);
+  while (n > 0 && at + 1 < cap) buf[at++] = digits[--n];
+  buf[at] = '\0';
+  return at;
+}
+
+// Calls `attempt(name)` with the names a process's file may take in the
+// folder `dir_fd`: STEM.htrace, then STEM.1.htrace, ... (STEM: host.pid).
+// A name taken by this very process before an exec, with nothing in it, is
+// freed and tried again (SupersedePredecessor). Returns the attempt's
+// result (>= 0), or -1 with errno. Async-signal-safe when `attempt` is.
+template <typename Attempt>
+int TryNames(int dir_fd, const char* stem, const fmt::ProcessInfo& me, char* name, size_t cap, Attempt attempt) {
+  for (int k = 0, tries = 0; k < 100 && tries < 200; ++k, ++tries) {
+    size_t n = Append(name, 0, cap, stem);
+    if (k > 0) n = AppendUint(name, Append(name, n, cap, "."), cap, uint64_t(k));
+    Append(name, n, cap, ".htrace");
+    const int result = attempt(name);
+    if (result >= 0) return result;
+    if (errno != EEXIST) return -1;
+    if (SupersedePredecessor(dir_fd, name, me)) --k;  // its name is free again
+  }
+  errno = EEXIST;
+  return -1;
+}
+
 // Opens a fresh file named after host and pid in the folder `dir_fd`
 // (shown as `dir`); O_EXCL so two processes (or an exec'ed image and its
 // predecessor) never share one, O_NOFOLLOW so a planted link is never used.
-int OpenNewFile(int dir_fd, const std::string& dir, const fmt::ProcessInfo& me, char* path_out, size_t cap,
-                std::string* err) {
-  for (int k = 0, tries = 0; k < 100 && tries < 200; ++k, ++tries) {
-    char name[128];
-    if (k == 0) {
-      snprintf(name, sizeof(name), "%s.%d.htrace", me.host, me.pid);
-    } else {
-      snprintf(name, sizeof(name), "%s.%d.%d.htrace", me.host, me.pid, k);
-    }
-    snprintf(path_out, cap, "%s/%s", dir.c_str(), name);
-    int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST) {
-      *err = std::string("cannot create ") + path_out + ": " + strerror(errno);
-      return -1;
-    }
-    if (SupersedePredecessor(dir_fd, name, me)) --k;  // its name is free again
+int OpenNewFile(int dir_fd, const std::string& dir, const char* stem, const fmt::ProcessInfo& me, char* path_out,
+                size_t cap, std::string* err) {
+  char name[256];
+  const int fd = TryNames(dir_fd, stem, me, name, sizeof(name), [&](const char* n) {
+    return openat(dir_fd, n, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  });
+  snprintf(path_out, cap, "%s/%s", dir.c_str(), name);
+  if (fd < 0) {
+    *err = errno == EEXIST ? "too many trace files for pid " + std::to_string(me.pid) + " in " + dir
+                           : std::string("cannot create ") + path_out + ": " + strerror(errno);
   }
-  *err = "too many trace files for pid " + std::to_string(me.pid) + " in " + dir;
-  return -1;
+  return fd;
 }
 
 // Whether the file is named at start: when asked to keep every file, and in
@@ -241,8 +253,8 @@ int OpenNewFile(int dir_fd, const std::string& dir, const fmt::ProcessInfo& me, 
 // seen). Every other process names it at its first traced call.
 bool NameAtStart(const Config& c) {
   if (c.keep) return true;
-  for (const EnvRank& e : kEnvRanks) {
-    if (e.source != fmt::RankSource::kEnvTorch && getenv(e.rank_var)) return true;
+  for (const RankVariable& e : kRankVariables) {
+    if (e.source != fmt::RankSource::kEnvTorch && getenv(e.rank)) return true;
   }
   return getenv("RANK") && getenv("WORLD_SIZE");
 }
@@ -268,7 +280,7 @@ bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err
     CopyString(f->path, sizeof(f->path), dir.c_str());
     f->naming = kAnonymous;
   } else {
-    fd = OpenNewFile(dir_fd, dir, probe, f->path, sizeof(f->path), err);
+    fd = OpenNewFile(dir_fd, dir, f->stem, probe, f->path, sizeof(f->path), err);
     if (fd < 0) {
       close(dir_fd);
       return false;
@@ -321,21 +333,6 @@ bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err
   fmt::FileHeader* h = f->header;
   __atomic_store_n(&h->ready, fmt::kReadyMagic, __ATOMIC_RELEASE);
   return true;
-}
-
-// Async-signal-safe string building for NameTraceFile.
-size_t Append(char* buf, size_t at, size_t cap, const char* text) {
-  while (*text && at + 1 < cap) buf[at++] = *text++;
-  buf[at] = '\0';
-  return at;
-}
-size_t AppendUint(char* buf, size_t at, size_t cap, uint64_t v) {
-  char digits[24];
-  int n = 0;
-  do digits[n++] = char('0' + v % 10); while ((v /= 10) != 0);
-  while (n > 0 && at + 1 < cap) buf[at++] = digits[--n];
-  buf[at] = '\0';
-  return at;
 }
 
 // Links the anonymous file `f` as `name` in its folder. AT_EMPTY_PATH
@@ -683,18 +680,11 @@ bool NameTraceFile() {
     return state == kNamed;  // named, or another thread is naming it now
   }
   char name[256];
-  for (int k = 0, tries = 0; k < 100 && tries < 200; ++k, ++tries) {
-    size_t n = Append(name, 0, sizeof(name), f->stem);
-    if (k > 0) n = AppendUint(name, Append(name, n, sizeof(name), "."), sizeof(name), uint64_t(k));
-    Append(name, n, sizeof(name), ".htrace");
-    if (LinkAs(f, name)) {
-      Append(f->path, Append(f->path, strlen(f->path), sizeof(f->path), "/"), sizeof(f->path), name);
-      __atomic_store_n(&f->naming, uint32_t(kNamed), __ATOMIC_RELEASE);
-      return true;
-    }
-    if (errno != EEXIST) break;
-    // An exec'ed predecessor of this process (same pid) left its file.
-    if (SupersedePredecessor(f->dir_fd, name, *f->process)) --k;  // its name is free again
+  if (TryNames(f->dir_fd, f->stem, *f->process, name, sizeof(name),
+               [f](const char* n) { return LinkAs(f, n) ? 0 : -1; }) == 0) {
+    Append(f->path, Append(f->path, strlen(f->path), sizeof(f->path), "/"), sizeof(f->path), name);
+    __atomic_store_n(&f->naming, uint32_t(kNamed), __ATOMIC_RELEASE);
+    return true;
   }
   return false;  // left in kNaming: not retried on every call
 }

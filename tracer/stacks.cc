@@ -209,6 +209,23 @@ void CaptureModules(TraceFile* f, uint32_t round) {
   __atomic_store_n(&f->header->counters.module_count, count, __ATOMIC_RELEASE);
 }
 
+// Hands `sig` to the handler that was there before ours, or to the default
+// action; `resend`: send it again (it stays pending while this handler runs
+// and is delivered on return).
+void ChainToPrevious(int sig, siginfo_t* info, void* uc, bool resend) {
+  const struct sigaction& prev = g_previous[sig];
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
+    prev.sa_sigaction(sig, info, uc);
+    return;
+  }
+  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  sigaction(sig, &prev, nullptr);
+  if (resend) syscall(SYS_tgkill, getpid(), GetTid(), sig);
+}
+
 void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
@@ -238,37 +255,10 @@ void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
   }
 
   // Hand over to the handler that was there before us, or to the default.
-  const struct sigaction& prev = g_previous[sig];
-  errno = saved_errno;
-  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
-    prev.sa_sigaction(sig, info, uc);
-    return;
-  }
-  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    prev.sa_handler(sig);
-    return;
-  }
-  sigaction(sig, &prev, nullptr);
   // A fault re-executes the instruction on return and dies by the default
-  // action; a sent signal (raise, abort, kill) is sent again. It stays
-  // pending while this handler runs and is delivered on return.
-  if (!info || info->si_code <= 0 || sig == SIGABRT) syscall(SYS_tgkill, getpid(), GetTid(), sig);
-}
-
-// Hands `sig` to the handler that was there before ours, or to the default
-// action (re-sent: it stays pending while this handler runs).
-void ChainToPrevious(int sig, siginfo_t* info, void* uc) {
-  const struct sigaction& prev = g_previous[sig];
-  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
-    prev.sa_sigaction(sig, info, uc);
-    return;
-  }
-  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    prev.sa_handler(sig);
-    return;
-  }
-  sigaction(sig, &prev, nullptr);
-  syscall(SYS_tgkill, getpid(), GetTid(), sig);
+  // action; a sent signal (raise, abort, kill) is sent again.
+  errno = saved_errno;
+  ChainToPrevious(sig, info, uc, /*resend=*/!info || info->si_code <= 0 || sig == SIGABRT);
 }
 
 // A signal that asks the process to end: who sent it and when, into the
@@ -297,7 +287,7 @@ void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
     __atomic_store_n(&p->term_signal, sig, __ATOMIC_RELEASE);
   }
   errno = saved_errno;
-  ChainToPrevious(sig, info, uc);
+  ChainToPrevious(sig, info, uc, /*resend=*/true);
 }
 
 // Whether thread `tid` of this process blocks `sig` (SigBlk in its status).
