@@ -397,6 +397,43 @@ void BlameContext::Blame(int32_t rank, const std::string& why) {
   culprits[rank] = Culprit{rank, v.host, v.pid, why + WhereInProgram(job, v.python_frame)};
 }
 
+namespace {
+// What `waiters` wait for in point-to-point `call` is the peer's half of the
+// message: said from the waiter's side.
+std::string PeerHalfNotDone(const Job& job, const CallPoint& call, const RankSet& waiters) {
+  const bool one = waiters.Count() == 1;
+  const std::string who = one ? "rank " + waiters.ToString() : "ranks " + waiters.Brief();
+  const std::string tag = call.tag >= 0 ? " tag " + std::to_string(call.tag) : "";
+  const std::string comm = call.comm >= 0 ? " on " + job.comms[size_t(call.comm)].label : "";
+  switch (call.op) {
+    case fmt::Op::kSend:
+      return "never received what " + who + (one ? " sends" : " send") + " in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
+    case fmt::Op::kRecv:
+    case fmt::Op::kProbe:
+      return "never sent what " + who + (one ? " waits" : " wait") + " for in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
+    default:
+      return "never answered " + who + " in " + DescribeCall(job, call);
+  }
+}
+
+// Of the requests that `waiters` wait on, the first that `rank` owes its
+// half of (a message to or from it, a nonblocking collective it has not
+// entered); nullptr if none. A few waiters suffice: they wait alike.
+const CallPoint* RequestOwedBy(const Job& job, const RankSet& waiters, int32_t rank) {
+  constexpr int kWaitersLooked = 64;
+  int looked = 0;
+  for (int32_t w : waiters.Ranks()) {
+    for (const CallPoint& p : job.ranks[size_t(w)].pending) {
+      if (IsCollective(p) ? p.seq && Behind(job, p.comm, p.seq).Contains(rank) : job.CommByRank(p.comm, p.peer) == rank) {
+        return &p;
+      }
+    }
+    if (++looked == kWaitersLooked) break;
+  }
+  return nullptr;
+}
+}  // namespace
+
 std::string BlameContext::NeverEntered(int32_t rank) const {
   // Who waits for `rank`, for the reasons: the biggest class waiting for it.
   const Group* best = nullptr;
@@ -409,24 +446,17 @@ std::string BlameContext::NeverEntered(int32_t rank) const {
   if (!best) return "is waited for";
   CallPoint call = best->call;
   call.on_device = false;  // what it never entered is the call itself
-  if (IsCollective(call) || call.op == fmt::Op::kWait || (call.call_flags & fmt::kCallFinalize) ||
-      call.op == fmt::Op::kCommMgmt) {
+  if (call.op == fmt::Op::kWait) {
+    // A wait (or a poll) is for the requests the waiters posted.
+    const CallPoint* owed = RequestOwedBy(job, best->ranks, rank);
+    if (!owed) return PeerHalfNotDone(job, call, best->ranks);
+    if (IsCollective(*owed)) return "never entered " + DescribeCall(job, *owed);
+    return PeerHalfNotDone(job, *owed, best->ranks) + " (waited for in " + job.names[call.name] + ")";
+  }
+  if (IsCollective(call) || (call.call_flags & fmt::kCallFinalize) || call.op == fmt::Op::kCommMgmt) {
     return "never entered " + DescribeCall(job, call);
   }
-  // A point-to-point wait is for the peer's half of the message: say which
-  // rank waits, and in what, from the waiter's side.
-  const std::string who = best->ranks.Count() == 1 ? "rank " + best->ranks.ToString() : "ranks " + best->ranks.Brief();
-  const std::string tag = call.tag >= 0 ? " tag " + std::to_string(call.tag) : "";
-  const std::string comm = call.comm >= 0 ? " on " + job.comms[size_t(call.comm)].label : "";
-  switch (call.op) {
-    case fmt::Op::kSend:
-      return "never received what " + who + " sends in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
-    case fmt::Op::kRecv:
-    case fmt::Op::kProbe:
-      return "never sent what " + who + " waits for in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;
-    default:
-      return "never answered " + who + " in " + DescribeCall(job, call);
-  }
+  return PeerHalfNotDone(job, call, best->ranks);
 }
 
 void ApplyBlameRules(BlameContext* ctx) {

@@ -687,8 +687,12 @@ TEST_P(MpiBugs, TheReportMatchesWhatReallyHappened) {
       break;
     }
   }
+  // Two snapshots, as `analyze --interval` takes of a live job: a rank
+  // that waits (by blocking or by polling) must not look as if it moved.
+  Job earlier = LoadJob({dir.path()});
+  usleep(500000);
   Job j = LoadJob({dir.path()});
-  Diagnosis d = Diagnose(j);
+  Diagnosis d = Diagnose(j, ended ? nullptr : &earlier);
   kill(-job, SIGKILL);
   if (!ended) waitpid(job, &status, 0);
 

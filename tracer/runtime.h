@@ -129,8 +129,9 @@ inline void CallEnd(fmt::Record& r, int32_t result, bool recorded) {
 }
 
 // Waiting by polling (MPI_Test* that retired nothing): the thread's current
-// call becomes the poll, published once with the first poll's time and
-// never recorded in the lane (a loop may poll millions of times); it ends
+// call becomes the poll, published once with the first poll's time (later
+// polls, of any call or request, leave it as it is) and never recorded in
+// the lane (a loop may poll millions of times); it ends
 // when a poll retires a request, or with the next traced call, which
 // replaces it. Readers see the thread in the polling call, waiting for the
 // peers of its open requests.
