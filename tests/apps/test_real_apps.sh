@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Real MPI applications from Debian's packages (hpcc, NetPIPE, LAMMPS), which
+# nobody wrote for hangtrace, traced or not, healthy or with one rank
+# stopped (SIGSTOP: what a wedged rank looks like from outside). Each
+# scenario checks the report against what really happened.
+#   tests/apps/test_real_apps.sh BUILD_DIR SCENARIO
+# SCENARIO:
+#   netpipe-stopped   NPopenmpi (blocking ping-pong) traced, rank 1 stopped:
+#                     a hang, rank 1 the culprit, rank 0 in MPI_Recv from it
+#   hpcc-stopped      hpcc traced, rank 2 stopped in MPIRandomAccess, where
+#                     the others poll MPI_Test/Testany on a receive and a send
+#                     in turn: a hang (two snapshots: nobody moved), rank 2
+#                     the culprit, the others polling
+#   lammps-untraced   LAMMPS started under no tool, rank 1 stopped, dumped
+#                     by mpirun's pid: stacks only, rank 1 the culprit, the
+#                     others in MPI calls under LAMMPS_NS::Verlet::run
+#   lammps-healthy    LAMMPS traced and untraced: the same thermodynamic
+#                     output (the tracer changes nothing), no hang reported
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
+scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
+hangtrace=$build/bin/hangtrace
+work=$(mktemp -d /tmp/hangtrace-apps-XXXXXX)
+job_pid=""
+cleanup() {
+  if [ -n "$job_pid" ]; then
+    kill -CONT -- "-$job_pid" 2>/dev/null || true
+    kill -9 -- "-$job_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in report.txt analyze.err dump.out job.out; do [ -f "$work/$f" ] && { echo "--- $f"; head -60 "$work/$f"; }; done >&2
+  exit 1
+}
+need() { command -v "$1" > /dev/null || fail "$1 is not installed (./scripts/setup.sh installs $2)"; }
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export TMPDIR=$work/tmp HANGTRACE_APPS_TEST=$work  # the ranks of this run carry it in their environment
+mkdir -p "$TMPDIR"
+cd "$work"
+
+start() {  # a job in a process group of its own; its output in job.out
+  setsid "$@" > job.out 2>&1 &
+  job_pid=$!
+  disown "$job_pid"  # killed at the end: no job-control message
+}
+# The pid of rank $2 among the processes named $1 of this run.
+rank_pid() {
+  local p env
+  for p in $(pgrep -x "$1"); do
+    env=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) || continue
+    if grep -qx "HANGTRACE_APPS_TEST=$work" <<< "$env" && grep -qx "OMPI_COMM_WORLD_RANK=$2" <<< "$env"; then
+      echo "$p"
+      return 0
+    fi
+  done
+}
+wait_for() {  # $1 tries of 0.1 s until "${@:2}" succeeds
+  local tries=$1
+  shift
+  for _ in $(seq "$tries"); do "$@" && return 0; kill -0 "$job_pid" 2>/dev/null || return 1; sleep 0.1; done
+  return 1
+}
+files_at_least() { [ "$(find "$work/traces" -name '*.htrace' 2>/dev/null | wc -l)" -ge "$1" ]; }
+# The analysis, its exit status in $status.
+analyze() {
+  status=0
+  "$hangtrace" analyze "$@" > report.txt 2> analyze.err || status=$?
+}
+expect() {  # a pattern the report must hold
+  grep -qE -- "$1" report.txt || fail "$scenario: the report lacks /$1/"
+}
+
+case "$scenario" in
+netpipe-stopped)
+  need NPopenmpi netpipe-openmpi
+  start mpirun -np 2 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 NPopenmpi -o np.out
+  wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
+  sleep 1
+  victim=$(rank_pid NPopenmpi 1)
+  [ -n "$victim" ] || fail "rank 1 of NetPIPE not found"
+  kill -STOP "$victim"
+  sleep 1.5
+  analyze "$work"/traces/*/ --interval 1
+  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
+  expect '^hangtrace: HANG'
+  expect "culprit rank 1 \(.*pid $victim\): is stopped"
+  expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
+  expect 'progress since the earlier snapshot: no rank moved'
+  ;;
+hpcc-stopped)
+  need hpcc hpcc
+  # The example input with N=4000: MPIRandomAccess, hpcc's first phase,
+  # runs for seconds.
+  sed '6s/^[0-9]* /4000 /' /usr/share/doc/hpcc/examples/_hpccinf.txt > hpccinf.txt
+  start mpirun -np 4 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 hpcc
+  wait_for 300 files_at_least 4 || fail "hpcc's ranks did not start"
+  rank0=""
+  for f in "$work"/traces/*/*.htrace; do
+    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank 0 of 4"* ]] && rank0=$f
+  done
+  [ -n "$rank0" ] || fail "no trace file of rank 0"
+  # RandomAccess has begun when rank 0 posts its first MPI_Isend.
+  sends() { [[ "$("$hangtrace" inspect "$rank0" --events 200)" == *MPI_Isend* ]]; }
+  wait_for 300 sends || fail "hpcc never reached MPIRandomAccess"
+  victim=$(rank_pid hpcc 2)
+  [ -n "$victim" ] || fail "rank 2 of hpcc not found"
+  kill -STOP "$victim"
+  sleep 2
+  analyze "$work"/traces/*/ --interval 2
+  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
+  expect '^hangtrace: HANG'
+  expect "culprit rank 2 \(.*pid $victim\): is stopped"
+  expect '^  ranks 0-1,3 +3 +in MPI_Test'
+  expect 'progress since the earlier snapshot: no rank moved'
+  ;;
+lammps-untraced | lammps-healthy)
+  need lmp lammps
+  # LAMMPS's Lennard-Jones melt benchmark (bench/in.lj), 32,000 atoms.
+  cat > in.lj <<'EOF'
+units           lj
+atom_style      atomic
+lattice         fcc 0.8442
+region          box block 0 20 0 20 0 20
+create_box      1 box
+create_atoms    1 box
+mass            1 1.0
+velocity        all create 3.0 87287 loop geom
+pair_style      lj/cut 2.5
+pair_coeff      1 1 1.0 1.0 2.5
+neighbor        0.3 bin
+neigh_modify    delay 0 every 20 check no
+fix             1 all nve
+thermo          50
+run             ${steps}
+EOF
+  ;;&
+lammps-untraced)
+  start mpirun -np 4 --oversubscribe lmp -in in.lj -var steps 1000000 -log none
+  running() { grep -q '^ *Step' job.out; }
+  wait_for 600 running || fail "LAMMPS did not start its run"
+  victim=$(rank_pid lmp 1)
+  [ -n "$victim" ] || fail "rank 1 of LAMMPS not found"
+  kill -STOP "$victim"
+  sleep 1
+  "$hangtrace" dump -p "$job_pid" -o "$work/dump" > dump.out 2>&1 || fail "dump failed"
+  grep -q '4 untraced' dump.out || fail "the dump did not find LAMMPS's 4 ranks under mpirun"
+  analyze "$work/dump"
+  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
+  expect '^hangtrace: HANG: stacks only'
+  expect "culprit rank 1 \(.*pid $victim\): stopped"
+  expect '^  ranks 0,2-3 +3 +in MPI_'
+  expect 'LAMMPS_NS::Verlet::run'
+  expect '0 of 4 ranks traced'
+  ;;
+lammps-healthy)
+  thermo() { sed -n '/^ *Step/,/^Loop time/p' "$1" | grep -v '^Loop time'; }
+  mpirun -np 2 --oversubscribe lmp -in in.lj -var steps 200 -log none > plain.out 2>&1 || fail "LAMMPS failed untraced"
+  mpirun -np 2 --oversubscribe "$hangtrace" run --dir "$work/traces" lmp -in in.lj -var steps 200 -log none \
+    > traced.out 2>&1 || fail "LAMMPS failed traced"
+  [ "$(thermo plain.out | wc -l)" -ge 5 ] || fail "no thermodynamic output"
+  diff <(thermo plain.out) <(thermo traced.out) > /dev/null || fail "traced LAMMPS computed something else"
+  analyze "$work"/traces/*/
+  [ "$status" -eq 0 ] || fail "analyze exited $status on a healthy run, not 0"
+  expect '^hangtrace: NO-HANG: every rank exited'
+  expect '2 of 2 ranks traced'
+  ;;
+*) fail "unknown scenario $scenario" ;;
+esac
+echo "ok $scenario"
