@@ -40,6 +40,9 @@ std::string Name(const Case& c) {
   return n;
 }
 
+// How gtest (and so ctest's test list) shows a case: its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
+
 // Ranks where each fault makes sense: first, middle and last eligible.
 std::vector<Case> Cases() {
   std::vector<Case> out;

@@ -133,7 +133,7 @@ std::string RuleFor(Job& job, int32_t rank_in_component) {
   std::vector<Mismatch> mm = FindMismatches(job);
   std::vector<std::vector<std::string>> cycles;
   Deaths deaths = FindDeaths(job);
-  BlameContext ctx{job, c, g, comps, mm, deaths, &cycles, {}, {}};
+  BlameContext ctx{job, c, g, comps, mm, deaths, &cycles, {}, {}, {}};
   int comp = comps.of[size_t(c.class_of[size_t(rank_in_component)])];
   for (size_t r = 0; r < kNumBlameRules; ++r) {
     if (kBlameRules[r].applies(ctx, comp)) return kBlameRules[r].name;

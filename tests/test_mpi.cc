@@ -37,6 +37,7 @@ using testing::TempDir;
 // How the program gets its MPI: linked (libmpi loaded with the program), or
 // late (a library dlopen'ed RTLD_LOCAL after start-up, as mpi4py does).
 enum class Load { kLinked, kLate };
+void PrintTo(Load l, std::ostream* os) { *os << (l == Load::kLate ? "late" : "linked"); }
 
 ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const std::string& timeout = "120",
                      double limit_s = 60, Load load = Load::kLinked, const std::vector<std::string>& extra = {}) {

@@ -213,6 +213,7 @@ struct FramesCase {
   const char* version;
   bool outside;  // the dump reads its frames from outside (3.10+)
 };
+void PrintTo(const FramesCase& c, std::ostream* os) { *os << c.version << (c.outside ? " (outside)" : ""); }
 
 class PythonVersions : public ::testing::TestWithParam<FramesCase> {
  protected:

@@ -94,6 +94,9 @@ struct FaultCase {
   int tp, pp, dp;
   std::string backend = "mpi";  // nccl: on the FAKE GPU libraries of tests/fakes
 };
+void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << c.fault << " " << c.tp << "x" << c.pp << "x" << c.dp << " " << c.backend;
+}
 
 class TrainerFaults : public ::testing::TestWithParam<FaultCase> {};
 

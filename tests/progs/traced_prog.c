@@ -63,6 +63,8 @@ __attribute__((noinline)) static void* parked_thread(void* arg) {
   return NULL;
 }
 
+/* Recurses until the stack overflows, on purpose (the SIGSEGV test). */
+#pragma GCC diagnostic ignored "-Winfinite-recursion"
 __attribute__((noinline)) int recurse_forever(int depth) {
   volatile char pad[512];
   pad[0] = (char)depth;
