@@ -306,11 +306,11 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) 
   if (from < 0 || me < 0) return "";
   auto unreceived = [&](const RankView& q, bool same_source) -> std::string {
     const int32_t q_in_comm = CommRankOf(job, comm, q.rank);
-    for (const auto& [key, n] : q.sent) {
-      const auto& [c, to, tag] = key;
-      if (c != comm || to != me || (same_source && tag == v.current.tag)) continue;
-      auto got = v.received.find(std::make_tuple(c, q_in_comm, tag));
-      if (got != v.received.end() && got->second >= n) continue;
+    for (const P2pTraffic& t : q.p2p) {
+      if (t.comm != comm || t.peer != me || !t.sent || (same_source && t.tag == v.current.tag)) continue;
+      const P2pTraffic* got = v.Traffic(comm, q_in_comm, t.tag);
+      if (got && got->received >= t.sent) continue;
+      const int32_t tag = t.tag;
       *sender = q.rank;
       return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(tag) + " to rank " +
              std::to_string(v.rank) + " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " +
@@ -321,7 +321,7 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) 
   };
   if (std::string why = unreceived(job.ranks[size_t(from)], true); !why.empty()) return why;
   for (const RankView& q : job.ranks) {
-    if (q.rank == from || q.rank == v.rank || q.sent.empty()) continue;
+    if (q.rank == from || q.rank == v.rank || q.p2p.empty()) continue;
     if (std::string why = unreceived(q, false); !why.empty()) return why;
   }
   return "";
@@ -335,14 +335,13 @@ std::string WildcardRace(const Job& job, const RankView& v) {
   if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
   const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
   if (from < 0) return "";
-  const auto key_in = std::make_tuple(v.current.comm, v.current.peer, v.current.tag);
-  auto taken = v.wildcard_taken.find(key_in);
-  if (taken == v.wildcard_taken.end() || taken->second == 0) return "";
+  const P2pTraffic* in = v.Traffic(v.current.comm, v.current.peer, v.current.tag);
+  if (!in || in->wildcard_taken == 0) return "";
   const RankView& p = job.ranks[size_t(from)];
-  auto sent = p.sent.find(std::make_tuple(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag));
-  const uint64_t n = sent == p.sent.end() ? 0 : sent->second;
+  const P2pTraffic* out = p.Traffic(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
+  const uint64_t n = out ? out->sent : 0;
   if (n >= v.current.seq) return "";
-  return "; its MPI_ANY_SOURCE receives took " + std::to_string(taken->second) + " message(s) of rank " +
+  return "; its MPI_ANY_SOURCE receives took " + std::to_string(in->wildcard_taken) + " message(s) of rank " +
          std::to_string(from) + ", which sent " + std::to_string(n) + " on tag " + std::to_string(v.current.tag) +
          ": this receive waits for #" + std::to_string(v.current.seq) + ", which never comes (a message race)";
 }
@@ -355,11 +354,8 @@ std::string NeverStarted(const Job& job, const RankView& v, int32_t* sender) {
   const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
   if (from < 0) return "";
   const RankView& p = job.ranks[size_t(from)];
-  const auto key = std::make_tuple(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
-  auto made = p.persistent_sends.find(key);
-  if (made == p.persistent_sends.end()) return "";
-  auto sent = p.sent.find(key);
-  if (sent != p.sent.end() && sent->second >= v.current.seq) return "";
+  const P2pTraffic* t = p.Traffic(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
+  if (!t || !t->persistent_sends || t->sent >= v.current.seq) return "";
   *sender = from;
   return "made a persistent send to rank " + std::to_string(v.rank) + " (tag " + std::to_string(v.current.tag) +
          ") and never started it (MPI_Start); rank " + std::to_string(v.rank) + " waits for it in " +

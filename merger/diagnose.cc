@@ -651,7 +651,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   Components comps = FindComponents(graph, classes.groups);
   d.mismatches = FindMismatches(job);
   const Deaths deaths = FindDeaths(job);
-  BlameContext ctx{job, classes, graph, comps, d.mismatches, deaths, &d.cycles, {}, {}};
+  BlameContext ctx{job, classes, graph, comps, d.mismatches, deaths, &d.cycles, {}, {}, {}};
   ApplyBlameRules(&ctx);
   d.groups = classes.groups;
   d.cycle_ranks = ctx.cycle_ranks;

@@ -90,7 +90,7 @@ std::string OddKey(int32_t comm, uint64_t seq, int32_t rank) {
 constexpr size_t kWindowSlack = 4, kWindowFloor = 4096;
 }  // namespace
 
-SigWindow::Entry* SigWindow::Slot(uint64_t seq) {
+SigWindow::Entry* SigWindow::SlotOutside(uint64_t seq) {
   if (seq == 0) return nullptr;
   if (base_ == 0) {
     base_ = seq;
@@ -160,6 +160,49 @@ std::string Family(const std::string& label) {
   return end == 0 ? label : label.substr(0, end);
 }
 
+// Builds a rank's point-to-point traffic (RankView::p2p) from its records.
+// A rank talks to few peers on few tags: up to kScanned entries are
+// scanned (a few ns), beyond that a hash index takes over (a program with a
+// tag per step); Finish() sorts them for RankView::Traffic().
+class TrafficTable {
+ public:
+  explicit TrafficTable(std::vector<P2pTraffic>* out) : out_(out) {}
+  P2pTraffic& Of(int32_t comm, int32_t peer, int32_t tag) {
+    std::vector<P2pTraffic>& v = *out_;
+    if (v.size() <= kScanned) {
+      for (P2pTraffic& t : v) {
+        if (t.comm == comm && t.peer == peer && t.tag == tag) return t;
+      }
+      if (v.size() == kScanned) {
+        for (size_t i = 0; i < v.size(); ++i) index_.emplace(Key{v[i].comm, v[i].peer, v[i].tag}, i);
+      }
+    }
+    size_t at = v.size();
+    if (v.size() >= kScanned) at = index_.try_emplace(Key{comm, peer, tag}, v.size()).first->second;
+    if (at == v.size()) {
+      P2pTraffic& t = v.emplace_back();
+      t.comm = comm, t.peer = peer, t.tag = tag;
+    }
+    return v[at];
+  }
+  void Finish() { std::sort(out_->begin(), out_->end()); }
+
+ private:
+  struct Key {
+    int32_t comm, peer, tag;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      const uint64_t a = uint64_t(uint32_t(k.comm)) << 32 | uint32_t(k.peer);
+      return size_t((a ^ (uint64_t(uint32_t(k.tag)) * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull >> 17);
+    }
+  };
+  static constexpr size_t kScanned = 8;
+  std::vector<P2pTraffic>* out_;
+  std::unordered_map<Key, size_t, KeyHash> index_;
+};
+
 // Per-worker tables, merged at the end (no lock on the per-record path).
 struct Partial {
   std::vector<RankView> ranks;
@@ -169,6 +212,9 @@ struct Partial {
   uint64_t records = 0;
   size_t files = 0;
   std::map<std::string, JobFiles> jobs;
+  // The node.json processes of the folder of this worker's last file.
+  std::string dump_folder;
+  const std::unordered_map<int32_t, NodeProcess>* dump = nullptr;
 };
 
 class Loader {
@@ -290,7 +336,7 @@ class Loader {
     // job as it was. Only a rank that died outside any call is "gone".
     // A snapshot in a dump folder is a photograph: the process as the dump
     // found it, never what /proc says of its pid today.
-    const NodeProcess* dumped = Dumped(path, p.pid);
+    const NodeProcess* dumped = Dumped(path, p.pid, out);
     switch (fmt::ProcState(p.state)) {
       case fmt::ProcState::kExited: v.state = RankState::kExited; break;
       case fmt::ProcState::kCrashed: v.state = RankState::kCrashed; break;
@@ -308,9 +354,12 @@ class Loader {
     // Every collective BEGIN against the first signature seen at its
     // (comm, seq): an array index, never a comparison between ranks.
     std::unordered_map<uint64_t, fmt::Record> open_requests;
+    TrafficTable traffic(&v.p2p);
     std::unordered_map<uint32_t, fmt::Record> device_pending;  // track id -> DEVICE_PENDING
+    uint64_t last_ticks = 0;  // the last moment the file shows the process alive
     for (const Event& e : s.events) {
       const fmt::Record& r = e.rec;
+      last_ticks = std::max(last_ticks, r.ticks);
       const CallDesc* d = s.Call(r.call);
       if (!d) continue;
       if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq &&
@@ -324,19 +373,18 @@ class Loader {
         if (slot->first < 0) *slot = {p.rank, sig};
         else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
       }
-      if ((d->flags & fmt::kCallP2p) && r.seq && r.comm < comm_map.size() && comm_map[r.comm] >= 0 && r.peer >= 0) {
-        const auto key = std::make_tuple(comm_map[r.comm], r.peer, r.tag);
-        if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv)) {
-          v.sent[key] = std::max(v.sent[key], r.seq);
+      if ((d->flags & fmt::kCallP2p) && r.comm < comm_map.size() && comm_map[r.comm] >= 0 && r.peer >= 0) {
+        const bool sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq &&
+                          (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
+        const bool received = r.kind == uint8_t(fmt::EventKind::kEnd) && r.seq && d->op == fmt::Op::kRecv;
+        const bool made = r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend;
+        if (sent || received || made) {
+          P2pTraffic& t = traffic.Of(comm_map[r.comm], r.peer, r.tag);
+          if (sent) t.sent = std::max(t.sent, r.seq);
+          if (received) t.received = std::max(t.received, r.seq);
+          if (received && (r.flags & fmt::kRecAnyPeer)) ++t.wildcard_taken;
+          if (made) ++t.persistent_sends;
         }
-        if (r.kind == uint8_t(fmt::EventKind::kEnd) && d->op == fmt::Op::kRecv) {
-          v.received[key] = std::max(v.received[key], r.seq);
-          if (r.flags & fmt::kRecAnyPeer) ++v.wildcard_taken[key];
-        }
-      }
-      if (r.kind == uint8_t(fmt::EventKind::kMark) && (d->flags & fmt::kCallP2p) && d->op == fmt::Op::kSend &&
-          r.comm < comm_map.size() && comm_map[r.comm] >= 0 && r.peer >= 0) {
-        ++v.persistent_sends[std::make_tuple(comm_map[r.comm], r.peer, r.tag)];
       }
       if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
       if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
@@ -345,9 +393,7 @@ class Loader {
         if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
       }
     }
-    // The last moment the file shows the process alive.
-    uint64_t last_ticks = 0;
-    for (const Event& e : s.events) last_ticks = std::max(last_ticks, e.rec.ticks);
+    traffic.Finish();
     v.end_real_ns = p.term_signal ? s.TicksToRealNs(p.term_ticks)
                                   : std::max(p.heartbeat_real_ns, last_ticks ? s.TicksToRealNs(last_ticks) : 0);
     for (const auto& [handle, r] : open_requests) {
@@ -356,8 +402,8 @@ class Loader {
     if (s.header.features & fmt::kFeatDeviceEvents) PlaceOnDevice(s, device_pending, point, &v);
     // The process's own capture: program counters named later (after every
     // file is read, once per distinct frame), and CPython's frames.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+    if (!s.stacks.empty() || !s.py_frames.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);  // Job::frames is shared
       for (const StackInfo& st : s.stacks) {
         ThreadStack t;
         t.tid = st.tid;
@@ -421,8 +467,18 @@ class Loader {
 
  private:
   // The node.json beside a trace file (a dump folder), read once per folder.
-  const NodeProcess* Dumped(const std::string& trace_path, int32_t pid) {
+  // A worker remembers the folder of its last file: files come sorted, so
+  // the lock is taken once per folder and worker, not once per file.
+  const NodeProcess* Dumped(const std::string& trace_path, int32_t pid, Partial* out) {
     std::string folder = trace_path.substr(0, trace_path.find_last_of('/'));
+    if (!out->dump || folder != out->dump_folder) {
+      out->dump = &DumpOf(folder);
+      out->dump_folder = std::move(folder);
+    }
+    auto found = out->dump->find(pid);
+    return found == out->dump->end() ? nullptr : &found->second;
+  }
+  const std::unordered_map<int32_t, NodeProcess>& DumpOf(const std::string& folder) {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, fresh] = dumps_.emplace(folder, std::unordered_map<int32_t, NodeProcess>());
     if (fresh) {
@@ -434,8 +490,7 @@ class Loader {
         job_->warnings.push_back(folder + "/" + kNodeFile + ": " + error + "; its stacks are ignored");
       }
     }
-    auto found = it->second.find(pid);
-    return found == it->second.end() ? nullptr : &found->second;
+    return it->second;  // a node of an unordered_map: stays where it is
   }
   std::unordered_map<std::string, std::unordered_map<int32_t, NodeProcess>> dumps_;
 
@@ -529,7 +584,9 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
   if (has(path)) out.push_back(path);
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    if (fs::is_directory(it->symlink_status(ec)) && has(it->path())) out.push_back(it->path().string());
+    // Types from the listing (no stat per trace file); links not followed.
+    std::error_code e2;
+    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path())) out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -4,6 +4,7 @@
 // records themselves are not kept, so memory is per rank, not per record.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,22 @@ enum class RankState : uint8_t {
 const char* RankStateName(RankState s);
 
 // A call a rank is in (or was last in), resolved to global names.
+// What a rank's ring shows of its point-to-point traffic with one peer on
+// one tag of one communicator. A send whose peer received fewer on that
+// tag is unreceived (a tag or source mismatch).
+struct P2pTraffic {
+  int32_t comm = -1, peer = -1, tag = 0;  // global comm; peer as the comm's rank
+  uint32_t wildcard_taken = 0;  // of the received, how many an MPI_ANY_SOURCE receive took
+  uint64_t sent = 0;            // the highest send sequence posted to the peer
+  uint64_t received = 0;        // the highest receive sequence completed from it
+  // Persistent sends made (MPI_Send_init, ...): a send made and never
+  // started shows here and not in `sent`.
+  uint64_t persistent_sends = 0;
+  bool operator<(const P2pTraffic& o) const {
+    return std::tie(comm, peer, tag) < std::tie(o.comm, o.peer, o.tag);
+  }
+};
+
 struct CallPoint {
   bool valid = false;
   uint16_t name = 0;       // interned call name (Job::names)
@@ -89,16 +106,9 @@ struct RankView {
   uint32_t device_pending = 0;  // operations enqueued and not finished
   std::vector<std::pair<int32_t, uint64_t>> entered;  // (global comm, collectives entered)
   std::vector<CallPoint> pending;   // nonblocking posts never completed
-  // Point-to-point traffic the ring shows, by (global comm, peer as the
-  // comm's rank, tag): the highest send sequence posted to each peer, and
-  // the highest receive sequence completed from each. A send whose peer
-  // received fewer on that tag is unreceived (a tag or source mismatch).
-  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> sent, received;
-  // Of the received: how many an MPI_ANY_SOURCE receive took, by the same key.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> wildcard_taken;
-  // Persistent sends made (MPI_Send_init, ...), by the same key: a send made
-  // and never started shows here and not in `sent`.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> persistent_sends;
+  // Point-to-point traffic the ring shows, one entry per (global comm, peer
+  // as the comm's rank, tag), sorted by them (Traffic() finds one).
+  std::vector<P2pTraffic> p2p;
   std::vector<ThreadStack> stacks;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python
@@ -118,6 +128,13 @@ struct RankView {
       if (c == comm) return n;
     }
     return 0;
+  }
+  // Its traffic with `peer` on `tag` of `comm` (nullptr: none in the ring).
+  const P2pTraffic* Traffic(int32_t comm, int32_t peer, int32_t tag) const {
+    P2pTraffic key;
+    key.comm = comm, key.peer = peer, key.tag = tag;
+    auto it = std::lower_bound(p2p.begin(), p2p.end(), key);
+    return it != p2p.end() && !(key < *it) ? &*it : nullptr;
   }
 };
 
@@ -150,8 +167,17 @@ struct CollSig {
 class SigWindow {
  public:
   using Entry = std::pair<int32_t, CollSig>;  // (rank, sig); rank -1: unset
-  // The entry for `seq` (created unset), or null when seq is 0.
-  Entry* Slot(uint64_t seq);
+  // The entry for `seq` (created unset), or null when seq is 0. Inline for
+  // the common case, a sequence number inside the window (once per
+  // collective record read).
+  Entry* Slot(uint64_t seq) {
+    if (base_ && seq >= base_ && seq - base_ < dense_.size()) {
+      Entry* e = &dense_[seq - base_];
+      if (e->first < 0) ++filled_;  // the caller fills an unset entry
+      return e;
+    }
+    return SlotOutside(seq);
+  }
   const Entry* Find(uint64_t seq) const;
   // Entries held (the memory it takes, in entries).
   size_t Held() const { return dense_.size() + far_.size(); }
@@ -165,6 +191,7 @@ class SigWindow {
   }
 
  private:
+  Entry* SlotOutside(uint64_t seq);  // grows the window, or the hash map
   uint64_t base_ = 0;           // seq of dense_[0]; 0: empty
   std::vector<Entry> dense_;
   std::unordered_map<uint64_t, Entry> far_;

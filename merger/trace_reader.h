@@ -110,7 +110,8 @@ struct TraceSnapshot {
     uint64_t n = device ? uint64_t(uint32_t(r.result)) : r.aux;
     return n > 0 && n <= names.size() ? names[n - 1] : std::string();
   }
-  const CallDesc* Call(uint16_t call) const;
+  // Inline: the analysis asks once per record.
+  const CallDesc* Call(uint16_t call) const { return call < calls.size() ? &calls[call] : nullptr; }
   const CommInfo* Comm(uint16_t comm) const;
   // The communicator's label, or its id in hex.
   std::string CommLabel(uint16_t comm) const;
