@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What libhangtrace.so links to, since it is loaded into every process of a
+# job:
+# - no MPI library symbol at link time, weakly or not: it must load into
+#   programs without MPI, and find an MPI that arrives later by dlopen
+#   (mpi4py, torch). Open MPI's handles are looked up by name at the first
+#   MPI call (interpose/mpi_support.cc, FindOpenMpi).
+# - no libstdc++ or libgcc_s of its own (they are linked in, hidden): the
+#   program's own C++ runtime (a conda environment's) is the one it gets.
+set -euo pipefail
+lib=$1
+refs=$(nm -D --undefined-only "$lib" | awk '$2 ~ /^(ompi_|MPI_|PMPI_|MPIR_|opal_)/ {print $1, $2}')
+if [ -n "$refs" ]; then
+  echo "link-time references to MPI symbols in $lib (look them up at run time instead):"
+  echo "$refs"
+  exit 1
+fi
+needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if grep -E '^(libstdc\+\+|libgcc_s)' <<< "$needed"; then
+  echo "$lib needs a C++ runtime of its own (link it with -static-libstdc++ -static-libgcc)"
+  exit 1
+fi
+cxx=$(nm -D --undefined-only "$lib" | grep -E '@(GLIBCXX|CXXABI)_' || true)
+if [ -n "$cxx" ]; then
+  echo "$lib takes symbols from libstdc++:"
+  echo "$cxx"
+  exit 1
+fi
+echo "$(basename "$lib"): no link-time MPI references; needs only: $(echo $needed)"
