@@ -609,10 +609,39 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
       for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
       if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
     }
-    // The culprit first, in a few words (its reason's first clause); who
-    // waits for it is the next line (Diagnosis::notes).
-    const std::string& why = d.culprits.front().why;
-    return who + " " + why.substr(0, why.find("; "));
+    // The culprits first, in a few words (their reasons' first clauses,
+    // each said once for the ranks that share it); who waits for them is
+    // the next line (Diagnosis::notes).
+    std::vector<std::pair<std::string, RankSet>> reasons;
+    for (const Culprit& k : d.culprits) {
+      std::string first = k.why.substr(0, k.why.find("; "));
+      auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == first; });
+      if (same == reasons.end()) reasons.push_back({std::move(first), RankSet()}), same = reasons.end() - 1;
+      same->second.Add(k.rank);
+    }
+    // "rank 2 is stopped", "ranks 2,5 are stopped": a reason is written
+    // for one rank.
+    auto said = [](const RankSet& ranks, const std::string& clause) {
+      if (ranks.Count() == 1) return "rank " + ranks.Brief() + " " + clause;
+      for (const auto& [one, many] : {std::pair{"is ", "are "}, {"has ", "have "}}) {
+        if (clause.rfind(one, 0) == 0) return "ranks " + ranks.Brief() + " " + many + clause.substr(strlen(one));
+      }
+      return "ranks " + ranks.Brief() + " " + clause;
+    };
+    if (reasons.size() == 1) return said(c, reasons.front().first);
+    constexpr size_t kReasonsSaid = 3;  // the culprit lines have them all
+    std::string out;
+    RankSet rest;
+    for (size_t i = 0; i < reasons.size(); ++i) {
+      const auto& [first, ranks] = reasons[i];
+      if (i >= kReasonsSaid) {
+        rest.Merge(ranks);
+        continue;
+      }
+      out += (out.empty() ? "" : "; ") + said(ranks, first);
+    }
+    if (!rest.Empty()) out += "; " + std::string(rest.Count() == 1 ? "rank " : "ranks ") + rest.Brief() + ": see the culprits";
+    return out;
   }
   if (!d.groups.empty() && d.groups.front().state == RankState::kInCall && d.below) {
     const Group& g = d.groups.front();
@@ -663,6 +692,19 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                                     [&](const Culprit& c) { return d.progressing.Contains(c.rank); }),
                      d.culprits.end());
   }
+  // A rank with no trace file is a culprit only when nothing else explains
+  // the hang: beside a culprit the traces convict, it is unseen (its node
+  // did not answer, its file is lost), and said so on a line of its own.
+  RankSet unseen;
+  if (std::any_of(d.culprits.begin(), d.culprits.end(),
+                  [&](const Culprit& c) { return job.ranks[size_t(c.rank)].state != RankState::kMissing; })) {
+    for (const Culprit& c : d.culprits) {
+      if (job.ranks[size_t(c.rank)].state == RankState::kMissing) unseen.Add(c.rank);
+    }
+    d.culprits.erase(std::remove_if(d.culprits.begin(), d.culprits.end(),
+                                    [&](const Culprit& c) { return unseen.Contains(c.rank); }),
+                     d.culprits.end());
+  }
   // Groups biggest first, then the sentence.
   std::stable_sort(d.groups.begin(), d.groups.end(), [](const Group& a, const Group& b) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();
@@ -689,6 +731,20 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                                                      : "ranks " + victims->ranks.Brief() + " wait in ") +
                         DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame));
     }
+  }
+  if (!unseen.Empty()) {
+    RankSet waiting;
+    for (const Group& g : d.groups) {
+      for (int32_t r : unseen.Ranks()) {
+        if (g.state == RankState::kInCall && g.waiting_for.Contains(r)) waiting.Merge(g.ranks);
+      }
+    }
+    const bool one = unseen.Count() == 1;
+    d.notes.push_back((one ? "rank " + unseen.ToString() + " has" : "ranks " + unseen.Brief() + " have") +
+                      " no trace file (never started, or " + (one ? "its" : "their") + " node is gone): not seen" +
+                      (waiting.Empty() ? std::string()
+                                       : "; " + std::string(waiting.Count() == 1 ? "rank " : "ranks ") + waiting.Brief() +
+                                             " also wait for " + (one ? "it" : "them")));
   }
   // The verdict's line stays short: what does not fit goes on the next.
   constexpr size_t kVerdictWidth = 150;

@@ -315,6 +315,26 @@ TEST(Analyze, MissingRankIsNamedAndBlamed) {
   EXPECT_EQ(VerdictName(d.verdict), "crash");
 }
 
+TEST(Analyze, ANodeLostBesideTheRealCulpritIsUnseenNotBlamed) {
+  TempDir dir;
+  SimulateAndLoad(dir, "seed-hang@rank=3,step=2");
+  // The node of ranks 6 and 7 is gone after the hang: no files. Rank 3's
+  // skipped broadcast explains the hang; 6 and 7 are not seen, not guilty.
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    if (f.find(".10006.") != std::string::npos || f.find(".10007.") != std::string::npos) std::remove(f.c_str());
+  }
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.missing.ToString(), "6-7");
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 3);
+  EXPECT_EQ(d.summary.rfind("rank 3 never entered MPI_Bcast", 0), 0u) << d.summary;
+  std::string notes;
+  for (const std::string& n : d.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("ranks 6-7 have no trace file (never started, or their node is gone): not seen; ranks "),
+            std::string::npos) << notes;
+}
+
 TEST(Analyze, DamagedFilesAreNamedAndTheRestIsAnalyzed) {
   TempDir dir;
   SimulateAndLoad(dir, "seed-hang@rank=3");

@@ -245,6 +245,21 @@ TEST(Stages, OneSnapshotSaysSoAndTwoNeverBlameARankThatMoved) {
   for (const std::string& n : two.notes) EXPECT_EQ(n.find("one snapshot"), std::string::npos) << n;
 }
 
+TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
+  JobBuilder b(6);
+  Job& job = b.job;
+  Diagnosis d;
+  d.verdict = Verdict::kHang;
+  d.culprits = {{2, "h", 12, "is stopped: silent; never entered MPI_Allreduce #3 on world"},
+                {4, "h", 14, "crashed with SIGSEGV; never entered MPI_Allreduce #3 on world"},
+                {5, "h", 15, "is stopped: silent; never entered MPI_Allreduce #3 on world"}};
+  Deaths deaths;
+  // Two reasons, each said once with its ranks; never one rank's reason for all.
+  EXPECT_EQ(Summarize(job, d, deaths), "ranks 2,5 are stopped: silent; rank 4 crashed with SIGSEGV");
+  d.culprits.resize(1);
+  EXPECT_EQ(Summarize(job, d, deaths), "rank 2 is stopped: silent");
+}
+
 TEST(Stages, DocsDescribeEveryRuleInTableOrder) {
   // docs/ANALYSIS.md has one "#### rule `NAME`" section per rule, in the
   // order of kBlameRules: a rule added here must be explained there.

@@ -5,7 +5,8 @@
 # must name rank 3 as the culprit, rank 1 in the pipeline broadcast, the
 # others in the world all-reduce, with merged stacks from every node. Then
 # one node's slurmd is frozen: the dump must name that node as silent and
-# still analyze the others.
+# still analyze the others, with the same culprit (its ranks are not seen,
+# not blamed).
 #   tests/slurm/test_srun_dump.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -94,7 +95,11 @@ kill -CONT "$slurmd4"
 cat "$work/report2.err" | head -5
 grep -q 'node4' "$work/report2.txt" "$work/report2.err" || fail "the silent node is not named"
 grep -q '3 of 4 node(s) answered' "$work/report2.err" || fail "the partial result was not analyzed"
-grep -q '^hangtrace: ' "$work/report2.txt" || fail "no report from the nodes that answered"
+grep -q '^hangtrace: HANG: rank 3 never entered' "$work/report2.txt" || fail "rank 3 is not the verdict without node4"
+# Node4's ranks (6, 7) are not seen: the culprit stays rank 3, they are named
+# apart, not blamed (as when a node is lost after the hang).
+grep -q 'culprit rank [67]' "$work/report2.txt" && fail "a rank of the silent node is blamed"
+grep -q 'ranks 6-7 have no trace file .*not seen' "$work/report2.txt" || fail "node4's ranks are not named as not seen"
 
 # The seed's own case, in Python: an 8-rank mpi4py job under srun (its
 # libmpi comes by dlopen), hung at step 2 by rank 3. No stacks are captured
