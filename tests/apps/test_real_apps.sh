@@ -73,6 +73,20 @@ analyze() {
 expect() {  # a pattern the report must hold
   grep -qE -- "$1" report.txt || fail "$scenario: the report lacks /$1/"
 }
+stop_rank() {  # SIGSTOP rank $2 of program $1; its pid in $victim
+  victim=$(rank_pid "$1" "$2")
+  [ -n "$victim" ] || fail "rank $2 of $1 not found"
+  kill -STOP "$victim"
+}
+# Two reads $1 s apart of the traced job with $victim (rank $2) stopped: a
+# hang, that rank the culprit, nobody moving.
+expect_stopped_culprit() {
+  analyze "$work"/traces/*/ --interval "$1"
+  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
+  expect '^hangtrace: HANG'
+  expect "culprit rank $2 \(.*pid $victim\): is stopped"
+  expect 'progress since the earlier snapshot: no rank moved'
+}
 
 case "$scenario" in
 netpipe-stopped)
@@ -80,16 +94,10 @@ netpipe-stopped)
   start mpirun -np 2 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 NPopenmpi -o np.out
   wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
   sleep 1
-  victim=$(rank_pid NPopenmpi 1)
-  [ -n "$victim" ] || fail "rank 1 of NetPIPE not found"
-  kill -STOP "$victim"
+  stop_rank NPopenmpi 1
   sleep 1.5
-  analyze "$work"/traces/*/ --interval 1
-  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
-  expect '^hangtrace: HANG'
-  expect "culprit rank 1 \(.*pid $victim\): is stopped"
+  expect_stopped_culprit 1 1
   expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
-  expect 'progress since the earlier snapshot: no rank moved'
   ;;
 hpcc-stopped)
   need hpcc hpcc
@@ -106,16 +114,10 @@ hpcc-stopped)
   # RandomAccess has begun when rank 0 posts its first MPI_Isend.
   sends() { [[ "$("$hangtrace" inspect "$rank0" --events 200)" == *MPI_Isend* ]]; }
   wait_for 300 sends || fail "hpcc never reached MPIRandomAccess"
-  victim=$(rank_pid hpcc 2)
-  [ -n "$victim" ] || fail "rank 2 of hpcc not found"
-  kill -STOP "$victim"
+  stop_rank hpcc 2
   sleep 2
-  analyze "$work"/traces/*/ --interval 2
-  [ "$status" -eq 3 ] || fail "analyze exited $status, not 3 (a hang)"
-  expect '^hangtrace: HANG'
-  expect "culprit rank 2 \(.*pid $victim\): is stopped"
+  expect_stopped_culprit 2 2
   expect '^  ranks 0-1,3 +3 +in MPI_Test'
-  expect 'progress since the earlier snapshot: no rank moved'
   ;;
 lammps-untraced | lammps-healthy)
   need lmp lammps
@@ -142,9 +144,7 @@ lammps-untraced)
   start mpirun -np 4 --oversubscribe lmp -in in.lj -var steps 1000000 -log none
   running() { grep -q '^ *Step' job.out; }
   wait_for 600 running || fail "LAMMPS did not start its run"
-  victim=$(rank_pid lmp 1)
-  [ -n "$victim" ] || fail "rank 1 of LAMMPS not found"
-  kill -STOP "$victim"
+  stop_rank lmp 1
   sleep 1
   "$hangtrace" dump -p "$job_pid" -o "$work/dump" > dump.out 2>&1 || fail "dump failed"
   grep -q '4 untraced' dump.out || fail "the dump did not find LAMMPS's 4 ranks under mpirun"
