@@ -599,25 +599,19 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
   if (!d.culprits.empty()) {
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
-    std::string who = (c.Count() == 1 ? "rank " : "ranks ") + c.Brief();
-    if (d.verdict == Verdict::kDeadlock) return who + " deadlock in point-to-point calls, each waiting for the next";
-    // The biggest class that waits for a culprit: the victims to name.
-    const Group* victims = nullptr;
-    for (const Group& g : d.groups) {
-      if (g.state != RankState::kInCall || g.ranks.Contains(c.First())) continue;
-      bool waits = false;
-      for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
-      if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
+    if (d.verdict == Verdict::kDeadlock) {
+      return (c.Count() == 1 ? "rank " : "ranks ") + c.Brief() + " deadlock in point-to-point calls, each waiting for the next";
     }
     // The culprits first, in a few words (their reasons' first clauses,
-    // each said once for the ranks that share it); who waits for them is
-    // the next line (Diagnosis::notes).
+    // each said once for the ranks that share it, in the culprits' order);
+    // who waits for them is the next line (Diagnosis::notes).
     std::vector<std::pair<std::string, RankSet>> reasons;
+    std::unordered_map<std::string, size_t> reason_index;
     for (const Culprit& k : d.culprits) {
       std::string first = k.why.substr(0, k.why.find("; "));
-      auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == first; });
-      if (same == reasons.end()) reasons.push_back({std::move(first), RankSet()}), same = reasons.end() - 1;
-      same->second.Add(k.rank);
+      auto [at, fresh] = reason_index.try_emplace(first, reasons.size());
+      if (fresh) reasons.push_back({std::move(first), RankSet()});
+      reasons[at->second].second.Add(k.rank);
     }
     // "rank 2 is stopped", "ranks 2,5 are stopped": a reason is written
     // for one rank.
@@ -735,9 +729,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   if (!unseen.Empty()) {
     RankSet waiting;
     for (const Group& g : d.groups) {
-      for (int32_t r : unseen.Ranks()) {
-        if (g.state == RankState::kInCall && g.waiting_for.Contains(r)) waiting.Merge(g.ranks);
-      }
+      if (g.state == RankState::kInCall && g.waiting_for.Intersects(unseen)) waiting.Merge(g.ranks);
     }
     const bool one = unseen.Count() == 1;
     d.notes.push_back((one ? "rank " + unseen.ToString() + " has" : "ranks " + unseen.Brief() + " have") +

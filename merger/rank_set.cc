@@ -1,5 +1,6 @@
 #include "merger/rank_set.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace hangtrace {
@@ -19,6 +20,13 @@ bool RankSet::Contains(int32_t rank) const {
 void RankSet::Merge(const RankSet& other) {
   if (other.words_.size() > words_.size()) words_.resize(other.words_.size(), 0);
   for (size_t i = 0; i < other.words_.size(); ++i) words_[i] |= other.words_[i];
+}
+
+bool RankSet::Intersects(const RankSet& other) const {
+  for (size_t i = 0; i < std::min(words_.size(), other.words_.size()); ++i) {
+    if (words_[i] & other.words_[i]) return true;
+  }
+  return false;
 }
 
 size_t RankSet::Count() const {

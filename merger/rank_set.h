@@ -13,6 +13,7 @@ class RankSet {
   void Add(int32_t rank);
   bool Contains(int32_t rank) const;
   void Merge(const RankSet& other);
+  bool Intersects(const RankSet& other) const;
   size_t Count() const;
   bool Empty() const { return Count() == 0; }
   int32_t First() const;  // -1 when empty

@@ -137,5 +137,16 @@ TEST(RankSet, PrintsAndParsesRanges) {
   EXPECT_EQ(RankSet().ToString(), "");
 }
 
+TEST(RankSet, IntersectsOnlyWhenARankIsShared) {
+  RankSet a, b, far;
+  a.Add(3), a.Add(130);
+  b.Add(4), b.Add(131);
+  far.Add(130);
+  EXPECT_FALSE(a.Intersects(b));
+  EXPECT_TRUE(a.Intersects(far));
+  EXPECT_TRUE(far.Intersects(a));  // sets of different lengths, either way
+  EXPECT_FALSE(RankSet().Intersects(a));
+}
+
 }  // namespace
 }  // namespace hangtrace
