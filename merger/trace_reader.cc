@@ -340,6 +340,49 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   return s;
 }
 
+namespace {
+// Each munmap of a file mapping costs a TLB shootdown (an interrupt to every
+// other core running one of the process's threads): with two reader threads
+// it was 28% of an analysis. A reading thread maps its files side by side
+// into one reserved region and unmaps them together, one shootdown per
+// region; mapping over the untouched reservation flushes nothing. What
+// ReadTraceBytes returns owns its data, so a mapping may outlive its read.
+class MappingBatch {
+ public:
+  ~MappingBatch() { Release(); }
+  // Maps `size` bytes of `fd`; *own is set when the caller must munmap it
+  // itself (a file larger than the region, or no region to be had).
+  void* Map(int fd, size_t size, bool* own) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t span = (size + page - 1) / page * page;
+    *own = true;
+    if (span > kRegion / 2) return mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (!base_ || used_ + span > kRegion) {
+      Release();
+      void* r = mmap(nullptr, kRegion, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (r == MAP_FAILED) return mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      base_ = static_cast<uint8_t*>(r);
+    }
+    void* m = mmap(base_ + used_, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (m == MAP_FAILED) return m;
+    used_ += span;
+    *own = false;
+    return m;
+  }
+
+ private:
+  static constexpr size_t kRegion = size_t(16) << 20;  // what it maps counts in the RSS
+  void Release() {
+    if (base_) munmap(base_, kRegion);
+    base_ = nullptr;
+    used_ = 0;
+  }
+  uint8_t* base_ = nullptr;
+  size_t used_ = 0;
+};
+thread_local MappingBatch t_mappings;
+}  // namespace
+
 std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
                                            const ReadOptions& options) {
   // O_NONBLOCK: a fifo in place of a file must not hang the reader.
@@ -360,14 +403,15 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
     *error = path + ": empty file (its process died before writing the header?)";
     return std::nullopt;
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  bool own = true;
+  void* map = t_mappings.Map(fd, size, &own);
   close(fd);
   if (map == MAP_FAILED) {
     *error = path + ": cannot map: " + strerror(errno);
     return std::nullopt;
   }
   auto snap = ReadTraceBytes(static_cast<const uint8_t*>(map), size, path, error, options);
-  munmap(map, size);
+  if (own) munmap(map, size);
   return snap;
 }
 
