@@ -738,16 +738,6 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                                        : "; " + std::string(waiting.Count() == 1 ? "rank " : "ranks ") + waiting.Brief() +
                                              " also wait for " + (one ? "it" : "them")));
   }
-  // The verdict's line stays short: what does not fit goes on the next.
-  constexpr size_t kVerdictWidth = 150;
-  if (d.summary.size() > kVerdictWidth) {
-    size_t cut = d.summary.rfind("; ", kVerdictWidth);
-    if (cut == std::string::npos || cut < 40) cut = d.summary.rfind(' ', kVerdictWidth);
-    if (cut != std::string::npos && cut > 40) {
-      d.notes.insert(d.notes.begin(), d.summary.substr(cut + (d.summary[cut] == ';' ? 2 : 1)));
-      d.summary = d.summary.substr(0, cut);
-    }
-  }
   // A job torn down after it hung: the diagnosis stands; say how it ended.
   RankSet dead = deaths.killed;
   dead.Merge(deaths.ended);

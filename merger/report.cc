@@ -89,10 +89,34 @@ std::string Colorize(const std::string& report) {
   return out;
 }
 
+namespace {
+// The verdict's line stays short: what does not fit goes on the next. It is
+// cut between clauses, never inside one ("from rank" / "0 tag 1"): at the
+// last "; ", else after the last ": ", else before a clause's first word;
+// a sentence with none of them stays whole.
+std::pair<std::string, std::string> SplitVerdict(const std::string& summary) {
+  constexpr size_t kVerdictWidth = 150;
+  if (summary.size() <= kVerdictWidth) return {summary, ""};
+  struct Cut {
+    const char* at;
+    size_t kept;     // of `at`, the characters that end line 1
+    size_t dropped;  // of `at`, the characters neither line shows
+  };
+  static const Cut kCuts[] = {{"; ", 0, 2}, {": ", 1, 2}, {" where ", 0, 1}, {" while ", 0, 1}, {" inside ", 0, 1}};
+  for (const Cut& c : kCuts) {
+    const size_t at = summary.rfind(c.at, kVerdictWidth);
+    if (at != std::string::npos && at >= 40) return {summary.substr(0, at + c.kept), summary.substr(at + c.dropped)};
+  }
+  return {summary, ""};
+}
+}  // namespace
+
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
   // The first lines: verdict, culprits, coverage.
-  out += "hangtrace: " + Upper(VerdictName(d.verdict)) + ": " + d.summary + "\n";
+  const auto [verdict, rest] = SplitVerdict(d.summary);
+  out += "hangtrace: " + Upper(VerdictName(d.verdict)) + ": " + verdict + "\n";
+  if (!rest.empty()) out += "  " + rest + "\n";
   for (size_t i = 0; i < d.culprits.size() && i < 3; ++i) {
     const Culprit& c = d.culprits[i];
     out += "  culprit rank " + std::to_string(c.rank) + (c.host.empty() ? "" : " (" + c.host + ", pid " + std::to_string(c.pid) + ")") +

@@ -108,14 +108,26 @@ grep -q 'ranks 6-7 have no trace file .*not seen' "$work/report2.txt" || fail "n
 # waits at.
 scancel --quiet "$job" 2>/dev/null || true
 kill -9 "$srun_pid" 2>/dev/null || true
-srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=pyhang \
-  "$build/bin/hangtrace" run --dir "$work/pytraces" --timeout 0 --no-stacks -- \
-  /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
-  > "$work/py.out" 2>&1 &
-srun_pid=$!
-disown "$srun_pid"
-for i in $(seq 120); do grep -q 'step 1 loss' "$work/py.out" && break; sleep 0.5; done
-grep -q 'step 1 loss' "$work/py.out" || { cat "$work/py.out"; fail "the Python job did not run"; }
+start_py() {  # $1: attempt
+  srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=pyhang \
+    "$build/bin/hangtrace" run --dir "$work/pytraces$1" --timeout 0 --no-stacks -- \
+    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
+    > "$work/py.out" 2>&1 &
+  srun_pid=$!
+  disown "$srun_pid"
+  for i in $(seq 120); do grep -q 'step 1 loss' "$work/py.out" && return 0; sleep 0.5; done
+  # It did not run: say why, from its own trace files too.
+  cat "$work/py.out"
+  "$build/bin/hangtrace" analyze "$work/pytraces$1" 2>&1 | head -20 || true
+  scancel --quiet --name=pyhang 2>/dev/null || true
+  kill -9 "$srun_pid" 2>/dev/null || true
+  return 1
+}
+# The same Open MPI wire-up failure as above may end it at start: once more.
+if ! start_py 1; then
+  echo "the Python job ended before running; trying once more"
+  start_py 2 || fail "the Python job did not run, twice"
+fi
 sleep 1
 job=$(squeue -h -n pyhang -o %i | head -1)
 start=$(date +%s.%N)
