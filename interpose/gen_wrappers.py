@@ -193,10 +193,10 @@ def body(c):
         return ("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
                 "fmt::Record recv = r;\nrecv.seq = 0;\nrecv.flags = 0;\n"
                 f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\nSequenceReceive(recv);\n"
-                "r.aux = uint32_t(recv.seq);\n" + own_status + "\n" +
+                "r.aux = uint32_t(recv.seq);\nSendrecvSource(r, recv);\n" + own_status + "\n" +
                 BLOCKING.format(args=c.args(status_sub),
                                 after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
-                                      "  r.aux = uint32_t(recv.seq);\n}\n"))
+                                      "  r.aux = uint32_t(recv.seq);\n  SendrecvSource(r, recv);\n}\n"))
     if k == "probe":
         return BLOCKING.format(args=args, after="")
     if k in ("wait", "test"):
@@ -324,8 +324,11 @@ def generate(calls, inc_name):
             out.append("")
             continue
         out.append(f"  if (!Tracing()) return real({c.args()});")
-        out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
-        if c.kind != "test":  # polled: no record of the call itself, only a polling state
+        # Start/Startall record nothing of their own: the requests they start
+        # are posted as the Isend/Irecv made with *_init.
+        if c.kind != "start":
+            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+        if c.kind not in ("test", "start"):  # polled: no record of the call itself, only a polling state
             out += ["  " + a for a in role_assignments(c)]
         out.append(indent(body(c)))
         out.append("}")

@@ -56,6 +56,12 @@ uint8_t Redop(MPI_Op op);
 // fmt::kNullPeer, other negatives (MPI_ROOT) -> fmt::kNoPeer.
 void SetPeer(fmt::Record& r, int peer);
 void SetTag(fmt::Record& r, int tag);
+// An MPI_Sendrecv's record carries its receive half's source and tag (the
+// rank it waits to hear from) in `handle`, marked kRecSendrecv.
+inline void SendrecvSource(fmt::Record& r, const fmt::Record& recv) {
+  r.handle = uint64_t(uint32_t(recv.peer)) | uint64_t(uint32_t(recv.tag)) << 32;
+  r.flags |= fmt::kRecSendrecv;
+}
 
 // --- communicators -----------------------------------------------------------
 // The comm's index in the file's table; registers a comm seen for the first

@@ -33,17 +33,24 @@ std::string DescribeCall(const Job& job, const CallPoint& c) {
   if (c.comm >= 0) out += " on " + job.comms[size_t(c.comm)].label;
   // Peers and roots as world ranks, what people count in; the rank inside
   // the communicator only when the world rank is not known.
+  auto who = [&](int32_t peer) {
+    const int32_t world = job.CommByRank(c.comm, peer);
+    return world >= 0 ? "rank " + std::to_string(world)
+                      : std::to_string(peer) + " of " + (c.comm >= 0 ? job.comms[size_t(c.comm)].label : "its comm");
+  };
+  const bool sendrecv = c.recv_peer != fmt::kNoPeer;  // its receive half is known
   if (c.peer >= 0) {
-    const int32_t world = job.CommByRank(c.comm, c.peer);
-    const std::string who = world >= 0 ? "rank " + std::to_string(world)
-                                       : std::to_string(c.peer) + " of " + (c.comm >= 0 ? job.comms[size_t(c.comm)].label : "its comm");
-    if (c.call_flags & fmt::kCallRooted) out += " root " + who;
-    else if (c.op == fmt::Op::kSend) out += " to " + who;
-    else if (c.op == fmt::Op::kRecv || c.op == fmt::Op::kProbe) out += " from " + who;
-    else out += " peer " + who;
+    if (c.call_flags & fmt::kCallRooted) out += " root " + who(c.peer);
+    else if (c.op == fmt::Op::kSend || sendrecv) out += " to " + who(c.peer);
+    else if (c.op == fmt::Op::kRecv || c.op == fmt::Op::kProbe) out += " from " + who(c.peer);
+    else out += " peer " + who(c.peer);
   }
   if (c.peer == fmt::kAnyPeer) out += " from ANY";
   if ((c.call_flags & fmt::kCallP2p) && c.tag >= 0) out += " tag " + std::to_string(c.tag);
+  if (sendrecv && c.recv_peer != fmt::kNullPeer) {
+    out += ", from " + (c.recv_peer >= 0 ? who(c.recv_peer) : std::string("ANY"));
+    if (c.recv_tag >= 0) out += " tag " + std::to_string(c.recv_tag);
+  }
   if (c.kernel >= 0) out += " kernel " + job.names[size_t(c.kernel)];
   if (c.on_device) out += " [enqueued; the device never finished it]";
   return out;
@@ -173,7 +180,12 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
   }
   if (IsCollective(c) && c.seq) return Behind(job, c.comm, c.seq);
   if (IsP2p(c) || c.op == fmt::Op::kProbe) {
-    int32_t peer = job.CommByRank(c.comm, c.peer);
+    // A Sendrecv waits for the rank it receives from: its send is buffered
+    // or matched by the peer's own Sendrecv (in a shift along a ring, the
+    // receive is the dependency; the send's peer waits on this rank in
+    // turn, which would read as a cycle). Without a known source (any, or
+    // a file from before sources were recorded): the send's peer.
+    int32_t peer = c.recv_peer >= 0 ? job.CommByRank(c.comm, c.recv_peer) : job.CommByRank(c.comm, c.peer);
     if (peer >= 0) out.Add(peer);
     return out;
   }

@@ -300,6 +300,10 @@ class Loader {
       c.dtype = r.dtype;
       c.redop = r.redop;
       c.handle = r.handle;
+      if (r.flags & fmt::kRecSendrecv) {
+        c.recv_peer = int32_t(uint32_t(r.handle));
+        c.recv_tag = int32_t(uint32_t(r.handle >> 32));
+      }
       c.ticks = r.ticks;
       c.begin_real_ns = s.TicksToRealNs(r.ticks);
       c.seconds = s.SecondsInCall(r.ticks);

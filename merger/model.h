@@ -56,6 +56,10 @@ struct CallPoint {
   uint64_t seq = 0;
   int32_t peer = -1;       // as recorded: the comm's rank (root or peer)
   int32_t tag = 0;
+  // An MPI_Sendrecv's receive half (fmt::kRecSendrecv): the comm's rank it
+  // receives from (kAnyPeer, kNullPeer; kNoPeer: not recorded) and the tag.
+  int32_t recv_peer = fmt::kNoPeer;
+  int32_t recv_tag = 0;
   uint64_t count = 0;
   uint8_t dtype = 0, redop = 0;
   uint64_t handle = 0;

@@ -13,7 +13,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev             # tests, bench/
   python3-minimal                           # generates the wrappers from interpose/*.spec
   python3-mpi4py                            # the Python (mpi4py) jobs of the tests
-  hpcc netpipe-openmpi lammps               # real MPI applications the tests run
+  hpcc netpipe-openmpi lammps gromacs       # real MPI applications the tests run
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
   slurmctld slurmd slurm-client munge tini  # the localhost SLURM cluster of the srun-dump test
 )

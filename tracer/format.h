@@ -142,7 +142,8 @@ enum RecordFlags : uint8_t {
   kRecAnyPeer = 1u << 0,     // MPI_ANY_SOURCE as posted
   kRecAnyTag = 1u << 1,      // MPI_ANY_TAG as posted
   kRecInGroup = 1u << 2,     // inside an NCCL group (aux: group id)
-  kRecReserved3 = 1u << 3,   // never written (nested calls are not recorded)
+  kRecSendrecv = 1u << 3,    // an MPI_Sendrecv: `handle` holds its receive's
+                             // source (low 32 bits, as `peer`) and tag (high)
   kRecError = 1u << 4,       // result is an error code of the API
   kRecPtsz = 1u << 5,        // a per-thread-default-stream variant (_ptsz,
                              // _spt): a null `handle` is the thread's stream

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Real MPI applications from Debian's packages (hpcc, NetPIPE, LAMMPS), which
+# Real MPI applications from Debian's packages (hpcc, NetPIPE, LAMMPS,
+# GROMACS), which
 # nobody wrote for hangtrace, traced or not, healthy or with one rank
 # stopped (SIGSTOP: what a wedged rank looks like from outside). Each
 # scenario checks the report against what really happened.
@@ -16,6 +17,10 @@
 #                     others in MPI calls under LAMMPS_NS::Verlet::run
 #   lammps-healthy    LAMMPS traced and untraced: the same thermodynamic
 #                     output (the tracer changes nothing), no hang reported
+#   gromacs-stopped   GROMACS (gmx_mpi mdrun, 510 waters, PME) traced, rank 2
+#                     stopped: its halo exchanges are MPI_Sendrecv to one
+#                     rank and from another; a hang, rank 2 the culprit (not
+#                     a cycle between two ranks that send to each other)
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
 scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
@@ -51,7 +56,7 @@ start() {  # a job in a process group of its own; its output in job.out
 rank_pid() {
   local p env
   for p in $(pgrep -x "$1"); do
-    env=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) || continue
+    env=$( { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null) || continue  # it may be gone
     if grep -qx "HANGTRACE_APPS_TEST=$work" <<< "$env" && grep -qx "OMPI_COMM_WORLD_RANK=$2" <<< "$env"; then
       echo "$p"
       return 0
@@ -167,6 +172,26 @@ lammps-healthy)
   [ "$status" -eq 0 ] || fail "analyze exited $status on a healthy run, not 0"
   expect '^hangtrace: NO-HANG: every rank exited'
   expect '2 of 2 ranks traced'
+  ;;
+gromacs-stopped)
+  need gmx_mpi gromacs
+  export GMX_MAXBACKUP=-1
+  gmx solvate -cs spc216.gro -box 2.5 2.5 2.5 -o conf.gro > solvate.out 2>&1 || fail "gmx solvate failed"
+  printf '#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spce.itp"\n[ system ]\nwater\n[ molecules ]\nSOL %d\n' \
+    "$(grep -c OW conf.gro)" > topol.top
+  printf '%s\n' "integrator = md" "dt = 0.002" "nsteps = 5000000" "cutoff-scheme = Verlet" "coulombtype = PME" \
+    "rcoulomb = 1.0" "rvdw = 1.0" "tcoupl = v-rescale" "tc-grps = System" "tau-t = 0.1" "ref-t = 300" \
+    "constraints = h-bonds" "nstenergy = 1000" "nstlog = 1000" > md.mdp
+  gmx grompp -f md.mdp -c conf.gro -p topol.top -o md.tpr > grompp.out 2>&1 || fail "gmx grompp failed"
+  start mpirun -np 4 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 \
+    gmx_mpi mdrun -s md.tpr -ntomp 1 -deffnm md
+  stepping() { [ -f md.log ] && grep -q '^ *Step *Time' md.log; }
+  wait_for 600 stepping || fail "GROMACS did not start its run"
+  stop_rank gmx_mpi 2
+  sleep 2
+  expect_stopped_culprit 2 2
+  grep -q DEADLOCK report.txt && fail "$scenario: a deadlock where rank 2 is stopped"
+  expect 'in MPI_Sendrecv #[0-9]+ on world to rank [0-9] tag [0-9]+, from rank [0-9]'
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac
