@@ -18,9 +18,9 @@
 #   lammps-healthy    LAMMPS traced and untraced: the same thermodynamic
 #                     output (the tracer changes nothing), no hang reported
 #   gromacs-stopped   GROMACS (gmx_mpi mdrun, 510 waters, PME) traced, rank 2
-#                     stopped: its halo exchanges are MPI_Sendrecv to one
-#                     rank and from another; a hang, rank 2 the culprit (not
-#                     a cycle between two ranks that send to each other)
+#                     stopped: a hang, rank 2 the culprit, never a cycle
+#                     among the others (its halo exchanges are MPI_Sendrecv
+#                     to one rank and from another)
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
 scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
@@ -190,8 +190,10 @@ gromacs-stopped)
   stop_rank gmx_mpi 2
   sleep 2
   expect_stopped_culprit 2 2
+  # Where the others wait depends on the moment (a halo Sendrecv, PME's
+  # Alltoall): never a cycle among them. The Sendrecv case itself is the
+  # catalogue's sendrecv_shift.
   grep -q DEADLOCK report.txt && fail "$scenario: a deadlock where rank 2 is stopped"
-  expect 'in MPI_Sendrecv #[0-9]+ on world to rank [0-9] tag [0-9]+, from rank [0-9]'
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac
