@@ -1,6 +1,7 @@
 #include "merger/frames.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace hangtrace {
 namespace {
@@ -26,6 +27,32 @@ std::string Frame::Text() const {
   char off[32];
   snprintf(off, sizeof(off), "+0x%llx", static_cast<unsigned long long>(offset));
   return Basename(module) + off;
+}
+
+std::string Shortened(const std::string& text) {
+  constexpr size_t kLong = 100;
+  if (text.size() <= kLong) return text;
+  // The location, " (file.cc:12)", holds no parenthesis of its own.
+  std::string func = text, where;
+  const size_t open = text.rfind(" (");
+  if (text.back() == ')' && open != std::string::npos && text.find_first_of("()", open + 2) == text.size() - 1) {
+    func = text.substr(0, open);
+    where = text.substr(open);
+  }
+  for (const char* q : {" const", " volatile", " &&", " &", " noexcept"}) {
+    const size_t n = strlen(q);
+    if (func.size() > n && func.compare(func.size() - n, n, q) == 0) func.resize(func.size() - n);
+  }
+  if (func.empty() || func.back() != ')') return text;
+  // The parameter list: the group the last ')' closes.
+  int depth = 0;
+  for (size_t i = func.size(); i-- > 0;) {
+    if (func[i] == ')') ++depth;
+    if (func[i] == '(' && --depth == 0) {
+      return i > 0 && i + 2 < func.size() ? func.substr(0, i) + "(...)" + where : text;
+    }
+  }
+  return text;
 }
 
 const char* Frame::LangName() const {

@@ -34,6 +34,12 @@ struct Frame {
   }
 };
 
+// A frame's text for a line a person reads: a C++ function's parameter list
+// elided when the whole would be long ("do_force(...) (sim_util.cpp:1200)"
+// for a 600-character signature), as STAT and py-spy show functions. The
+// JSON keeps the whole.
+std::string Shortened(const std::string& text);
+
 // Whether a native frame is CPython's evaluation loop (one such frame runs
 // one or more Python frames).
 bool IsEvalFrame(const Frame& f);

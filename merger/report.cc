@@ -337,7 +337,7 @@ std::string StackTreeText(const StackNode& root, size_t max_lines) {
       if (++lines > max_lines) return;
       std::string set = c->ranks.ToString();
       if (set.size() > 40) set = std::to_string(c->ranks.Count()) + " ranks, e.g. " + std::to_string(c->ranks.First());
-      out += indent + c->frame + "  [" + set + "]\n";
+      out += indent + Shortened(c->frame) + "  [" + set + "]\n";
       walk(*c, indent + (kids.size() > 1 ? "| " : "  "));
     }
   };
@@ -359,7 +359,7 @@ std::string StackTreeDot(const StackNode& root) {
   };
   std::function<int(const StackNode&)> walk = [&](const StackNode& n) {
     int id = next++;
-    out += "  n" + std::to_string(id) + " [label=\"" + esc(n.frame) + "\\n[" + esc(n.ranks.ToString()) + "] (" +
+    out += "  n" + std::to_string(id) + " [label=\"" + esc(Shortened(n.frame)) + "\\n[" + esc(n.ranks.ToString()) + "] (" +
            std::to_string(n.ranks.Count()) + ")\"];\n";
     for (const StackNode& c : n.children) {
       int cid = walk(c);

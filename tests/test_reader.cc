@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "merger/frames.h"
 #include "merger/rank_set.h"
 #include "merger/trace_reader.h"
 #include "tests/test_util.h"
@@ -135,6 +136,23 @@ TEST(RankSet, PrintsAndParsesRanges) {
   EXPECT_FALSE(RankSet::Parse("3-1", &p));
   EXPECT_FALSE(RankSet::Parse("a", &p));
   EXPECT_EQ(RankSet().ToString(), "");
+}
+
+TEST(Frames, LongCppSignaturesAreShortenedForPeopleOnly) {
+  const std::string args(120, 'x');
+  // GROMACS's do_force: 600 characters of parameters, then the location.
+  EXPECT_EQ(Shortened("do_force(_IO_FILE*, t_commrec const*, " + args + ") (sim_util.cpp:1200)"),
+            "do_force(...) (sim_util.cpp:1200)");
+  EXPECT_EQ(Shortened("ns::Cls<std::pair<int, int> >::run(std::function<void (int)>, " + args + ") const"),
+            "ns::Cls<std::pair<int, int> >::run(...)");
+  // Short names, Python frames and frames without a parameter list stay.
+  EXPECT_EQ(Shortened("trainer::(anonymous namespace)::Trainer::Step(int)"),
+            "trainer::(anonymous namespace)::Trainer::Step(int)");
+  EXPECT_EQ(Shortened("train_step (pretrain.py:212)"), "train_step (pretrain.py:212)");
+  const std::string no_params = "f" + args + " (x.cc:1)";
+  EXPECT_EQ(Shortened(no_params), no_params);
+  const std::string unbalanced = "g" + args + ")";
+  EXPECT_EQ(Shortened(unbalanced), unbalanced);
 }
 
 TEST(RankSet, IntersectsOnlyWhenARankIsShared) {
