@@ -417,6 +417,11 @@ std::string PeerHalfNotDone(const Job& job, const CallPoint& call, const RankSet
   const std::string who = one ? "rank " + waiters.ToString() : "ranks " + waiters.Brief();
   const std::string tag = call.tag >= 0 ? " tag " + std::to_string(call.tag) : "";
   const std::string comm = call.comm >= 0 ? " on " + job.comms[size_t(call.comm)].label : "";
+  if (call.recv_peer >= 0) {  // a Sendrecv waits for its receive half
+    return "never sent what " + who + (one ? " waits" : " wait") + " for in " + job.names[call.name] + " #" +
+           std::to_string(call.recv_seq) + comm + " from rank " + std::to_string(job.CommByRank(call.comm, call.recv_peer)) +
+           (call.recv_tag >= 0 ? " tag " + std::to_string(call.recv_tag) : "");
+  }
   switch (call.op) {
     case fmt::Op::kSend:
       return "never received what " + who + (one ? " sends" : " send") + " in " + job.names[call.name] + " #" + std::to_string(call.seq) + comm + tag;

@@ -303,6 +303,7 @@ class Loader {
       if (r.flags & fmt::kRecSendrecv) {
         c.recv_peer = int32_t(uint32_t(r.handle));
         c.recv_tag = int32_t(uint32_t(r.handle >> 32));
+        c.recv_seq = r.aux;
       }
       c.ticks = r.ticks;
       c.begin_real_ns = s.TicksToRealNs(r.ticks);

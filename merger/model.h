@@ -60,6 +60,7 @@ struct CallPoint {
   // receives from (kAnyPeer, kNullPeer; kNoPeer: not recorded) and the tag.
   int32_t recv_peer = fmt::kNoPeer;
   int32_t recv_tag = 0;
+  uint64_t recv_seq = 0;   // its sequence number among receives from that peer
   uint64_t count = 0;
   uint8_t dtype = 0, redop = 0;
   uint64_t handle = 0;

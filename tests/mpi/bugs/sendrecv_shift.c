@@ -5,7 +5,7 @@
  * pair exchange. Ranks 0 and 1 each send to the other while receiving from
  * someone else: judged by the send's peer that reads as a cycle between
  * them; a Sendrecv waits for the rank it receives from.
- * TRUTH np=4 verdict=hang culprits=2 ops=0:MPI_Sendrecv,1:MPI_Sendrecv,2:compute,3:MPI_Sendrecv words=never~answered~rank~3 */
+ * TRUTH np=4 verdict=hang culprits=2 ops=0:MPI_Sendrecv,1:MPI_Sendrecv,2:compute,3:MPI_Sendrecv words=never~sent~what~rank~3~waits~for~in~MPI_Sendrecv */
 #include <mpi.h>
 #include <unistd.h>
 int main(int argc, char** argv) {
