@@ -7,6 +7,7 @@
 #   MPI call (interpose/mpi_support.cc, FindOpenMpi).
 # - no libstdc++ or libgcc_s of its own (they are linked in, hidden): the
 #   program's own C++ runtime (a conda environment's) is the one it gets.
+# - no exported symbol beyond interpose/exports.map's.
 set -euo pipefail
 lib=$1
 refs=$(nm -D --undefined-only "$lib" | awk '$2 ~ /^(ompi_|MPI_|PMPI_|MPIR_|opal_)/ {print $1, $2}')
@@ -26,4 +27,13 @@ if [ -n "$cxx" ]; then
   echo "$cxx"
   exit 1
 fi
-echo "$(basename "$lib"): no link-time MPI references; needs only: $(echo $needed)"
+# It exports the wrapped families, its C API and the libc functions it
+# stands in for (interpose/exports.map), nothing of its C++ insides.
+others=$(nm -D --defined-only "$lib" | awk '{print $3}' |
+         grep -vE '^(MPI_|nccl|cuda|cu|__cuda|hip|hangtrace_)|^(dlsym|_exit|_Exit)$' || true)
+if [ -n "$others" ]; then
+  echo "$lib exports more than interpose/exports.map means to:"
+  echo "$others"
+  exit 1
+fi
+echo "$(basename "$lib"): no link-time MPI references; needs only: $(echo $needed); exports $(nm -D --defined-only "$lib" | wc -l) symbols"
