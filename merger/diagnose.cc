@@ -26,18 +26,23 @@ const char* VerdictName(Verdict v) {
   return "no-hang";
 }
 
+namespace {
+// A peer or root as a world rank, what people count in ("rank 5"); the
+// rank inside the communicator only when the world rank is not known
+// ("1 of pp0").
+std::string PeerWord(const Job& job, int32_t comm, int32_t peer) {
+  const int32_t world = job.CommByRank(comm, peer);
+  return world >= 0 ? "rank " + std::to_string(world)
+                    : std::to_string(peer) + " of " + (comm >= 0 ? job.comms[size_t(comm)].label : "its comm");
+}
+}  // namespace
+
 std::string DescribeCall(const Job& job, const CallPoint& c) {
   if (!c.valid) return "no traced call";
   std::string out = job.names[c.name];
   if (c.seq) out += " #" + std::to_string(c.seq);
   if (c.comm >= 0) out += " on " + job.comms[size_t(c.comm)].label;
-  // Peers and roots as world ranks, what people count in; the rank inside
-  // the communicator only when the world rank is not known.
-  auto who = [&](int32_t peer) {
-    const int32_t world = job.CommByRank(c.comm, peer);
-    return world >= 0 ? "rank " + std::to_string(world)
-                      : std::to_string(peer) + " of " + (c.comm >= 0 ? job.comms[size_t(c.comm)].label : "its comm");
-  };
+  auto who = [&](int32_t peer) { return PeerWord(job, c.comm, peer); };
   const bool sendrecv = c.recv_peer != fmt::kNoPeer;  // its receive half is known
   if (c.peer >= 0) {
     if (c.call_flags & fmt::kCallRooted) out += " root " + who(c.peer);
@@ -159,6 +164,16 @@ RankSet Behind(const Job& job, int32_t comm, uint64_t seq) {
 }
 }  // namespace
 
+std::array<int32_t, 2> WaitedPeers(const Job& job, const CallPoint& c) {
+  if (!IsP2p(c) && c.op != fmt::Op::kProbe) return {-1, -1};
+  // A Sendrecv waits for the rank it receives from, and for the one it
+  // sends to when its message is too large to be buffered. Both are edges:
+  // two ranks that send to each other while receiving from others make a
+  // cycle that still waits on those others, so it is no sink and takes no
+  // blame (GROMACS's halo exchanges with one rank stopped).
+  return {job.CommByRank(c.comm, c.peer), c.recv_peer >= 0 ? job.CommByRank(c.comm, c.recv_peer) : -1};
+}
+
 RankSet WaitsFor(const Job& job, const RankView& v) {
   RankSet out;
   if (v.state != RankState::kInCall) return out;
@@ -170,9 +185,9 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
     for (const RankView& o : job.ranks) {
       if (o.rank == v.rank || o.state == RankState::kExited) continue;
       if (o.state == RankState::kInCall && (o.current.call_flags & fmt::kCallFinalize)) continue;
-      if (o.state == RankState::kInCall && (IsP2p(o.current) || o.current.op == fmt::Op::kProbe) &&
-          job.CommByRank(o.current.comm, o.current.peer) == v.rank) {
-        continue;
+      if (o.state == RankState::kInCall) {
+        const auto peers = WaitedPeers(job, o.current);
+        if (peers[0] == v.rank || peers[1] == v.rank) continue;
       }
       out.Add(o.rank);
     }
@@ -180,13 +195,9 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
   }
   if (IsCollective(c) && c.seq) return Behind(job, c.comm, c.seq);
   if (IsP2p(c) || c.op == fmt::Op::kProbe) {
-    // A Sendrecv waits for the rank it receives from: its send is buffered
-    // or matched by the peer's own Sendrecv (in a shift along a ring, the
-    // receive is the dependency; the send's peer waits on this rank in
-    // turn, which would read as a cycle). Without a known source (any, or
-    // a file from before sources were recorded): the send's peer.
-    int32_t peer = c.recv_peer >= 0 ? job.CommByRank(c.comm, c.recv_peer) : job.CommByRank(c.comm, c.peer);
-    if (peer >= 0) out.Add(peer);
+    for (int32_t peer : WaitedPeers(job, c)) {
+      if (peer >= 0) out.Add(peer);
+    }
     return out;
   }
   if (c.op == fmt::Op::kWait) {
@@ -414,12 +425,12 @@ namespace {
 // message: said from the waiter's side.
 std::string PeerHalfNotDone(const Job& job, const CallPoint& call, const RankSet& waiters) {
   const bool one = waiters.Count() == 1;
-  const std::string who = one ? "rank " + waiters.ToString() : "ranks " + waiters.Brief();
+  const std::string who = waiters.Named();
   const std::string tag = call.tag >= 0 ? " tag " + std::to_string(call.tag) : "";
   const std::string comm = call.comm >= 0 ? " on " + job.comms[size_t(call.comm)].label : "";
   if (call.recv_peer >= 0) {  // a Sendrecv waits for its receive half
     return "never sent what " + who + (one ? " waits" : " wait") + " for in " + job.names[call.name] + " #" +
-           std::to_string(call.recv_seq) + comm + " from rank " + std::to_string(job.CommByRank(call.comm, call.recv_peer)) +
+           std::to_string(call.recv_seq) + comm + " from " + PeerWord(job, call.comm, call.recv_peer) +
            (call.recv_tag >= 0 ? " tag " + std::to_string(call.recv_tag) : "");
   }
   switch (call.op) {
@@ -617,7 +628,7 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
     if (d.verdict == Verdict::kDeadlock) {
-      return (c.Count() == 1 ? "rank " : "ranks ") + c.Brief() + " deadlock in point-to-point calls, each waiting for the next";
+      return c.Named() + " deadlock in point-to-point calls, each waiting for the next";
     }
     // The culprits first, in a few words (their reasons' first clauses,
     // each said once for the ranks that share it, in the culprits' order);
@@ -633,7 +644,7 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
     // "rank 2 is stopped", "ranks 2,5 are stopped": a reason is written
     // for one rank.
     auto said = [](const RankSet& ranks, const std::string& clause) {
-      if (ranks.Count() == 1) return "rank " + ranks.Brief() + " " + clause;
+      if (ranks.Count() == 1) return ranks.Named() + " " + clause;
       for (const auto& [one, many] : {std::pair{"is ", "are "}, {"has ", "have "}}) {
         if (clause.rfind(one, 0) == 0) return "ranks " + ranks.Brief() + " " + many + clause.substr(strlen(one));
       }
@@ -651,7 +662,7 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
       }
       out += (out.empty() ? "" : "; ") + said(ranks, first);
     }
-    if (!rest.Empty()) out += "; " + std::string(rest.Count() == 1 ? "rank " : "ranks ") + rest.Brief() + ": see the culprits";
+    if (!rest.Empty()) out += "; " + rest.Named() + ": see the culprits";
     return out;
   }
   if (!d.groups.empty() && d.groups.front().state == RankState::kInCall && d.below) {
@@ -749,11 +760,9 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
       if (g.state == RankState::kInCall && g.waiting_for.Intersects(unseen)) waiting.Merge(g.ranks);
     }
     const bool one = unseen.Count() == 1;
-    d.notes.push_back((one ? "rank " + unseen.ToString() + " has" : "ranks " + unseen.Brief() + " have") +
-                      " no trace file (never started, or " + (one ? "its" : "their") + " node is gone): not seen" +
-                      (waiting.Empty() ? std::string()
-                                       : "; " + std::string(waiting.Count() == 1 ? "rank " : "ranks ") + waiting.Brief() +
-                                             " also wait for " + (one ? "it" : "them")));
+    d.notes.push_back(unseen.Named() + (one ? " has" : " have") + " no trace file (never started, or " +
+                      (one ? "its" : "their") + " node is gone): not seen" +
+                      (waiting.Empty() ? std::string() : "; " + waiting.Named() + " also wait for " + (one ? "it" : "them")));
   }
   // A job torn down after it hung: the diagnosis stands; say how it ended.
   RankSet dead = deaths.killed;

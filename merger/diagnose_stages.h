@@ -14,6 +14,7 @@
 //   Summarize       the one sentence
 #pragma once
 
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -34,6 +35,10 @@ RankSet FindProgress(const Job& job, const Job& earlier);
 
 // Who each rank in a call waits for (world ranks; missing ones count).
 RankSet WaitsFor(const Job& job, const RankView& v);
+// The world ranks a point-to-point call (or probe) waits for: its peer,
+// and for a Sendrecv also the rank it receives from; -1 where none (other
+// calls, unknown ranks).
+std::array<int32_t, 2> WaitedPeers(const Job& job, const CallPoint& c);
 
 struct WaitGraph {
   std::vector<RankSet> rank_targets;      // point-to-point and other per-rank waits

@@ -70,6 +70,10 @@ std::string RankSet::ToString() const {
   return out;
 }
 
+std::string RankSet::Named(size_t max_chars) const {
+  return (Count() == 1 ? "rank " : "ranks ") + Brief(max_chars);
+}
+
 std::string RankSet::Brief(size_t max_chars) const {
   std::string full = ToString();
   if (full.size() <= max_chars) return full;

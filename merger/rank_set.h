@@ -23,6 +23,8 @@ class RankSet {
   // The same, or for a long one "112,240,368,...,131056 (1023 in all)":
   // the first few, the last and a count, for reports read by people.
   std::string Brief(size_t max_chars = 48) const;
+  // "rank 3" or "ranks 0,2-5": Brief() with the word a sentence needs.
+  std::string Named(size_t max_chars = 48) const;
   // Parses the same syntax; false on anything else.
   static bool Parse(const std::string& text, RankSet* out);
 

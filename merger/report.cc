@@ -165,7 +165,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     const Line& l = lines[i];
     const Group& g = *l.first;
     char head[96];
-    snprintf(head, sizeof(head), "  %-24s %6zu  ", ((l.ranks.Count() == 1 ? "rank " : "ranks ") + l.ranks.Brief(18)).c_str(),
+    snprintf(head, sizeof(head), "  %-24s %6zu  ", l.ranks.Named(18).c_str(),
              l.ranks.Count());
     std::string what = d.basis == "stacks" && g.state == RankState::kCompute ? "in no communication call"
                                                                                : GroupWhat(job, g);

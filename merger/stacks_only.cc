@@ -61,7 +61,7 @@ Diagnosis DiagnoseFromStacks(const Job& job) {
   auto where = [&](const Group& g) { return WhereInProgram(job, g.python_frame); };
   std::string wait_text;
   if (!waiting.Empty()) {
-    wait_text = (waiting.Count() == 1 ? "rank " : "ranks ") + waiting.Brief() + (waiting.Count() == 1 ? " waits in " : " wait in ");
+    wait_text = waiting.Named() + (waiting.Count() == 1 ? " waits in " : " wait in ");
     for (size_t i = 0; i < calls.size() && i < 3; ++i) wait_text += (i ? ", " : "") + calls[i];
     if (calls.size() > 3) wait_text += ", ...";
   }
@@ -81,7 +81,7 @@ Diagnosis DiagnoseFromStacks(const Job& job) {
 
   std::vector<std::string> parts;
   for (const Group& g : d.groups) {
-    const std::string who = (g.ranks.Count() == 1 ? "rank " : "ranks ") + g.ranks.Brief(24);
+    const std::string who = g.ranks.Named(24);
     switch (g.state) {
       case RankState::kInCall: parts.push_back(who + " in " + job.names[g.call.name] + where(g)); break;
       case RankState::kCompute: parts.push_back(who + " in no communication call" + where(g)); break;
