@@ -15,7 +15,7 @@ PACKAGES=(
   python3-mpi4py                            # the Python (mpi4py) jobs of the tests
   hpcc netpipe-openmpi lammps gromacs       # real MPI applications the tests run
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
-  slurmctld slurmd slurm-client munge tini  # the localhost SLURM cluster of the srun-dump test
+  slurmctld slurmd slurm-client munge tini iproute2  # the localhost SLURM cluster of the srun-dump test (ss: free ports)
 )
 
 missing=()

@@ -44,8 +44,18 @@ mkdir -p "$dir"/{etc,state,spool,log,run,munge,tmp}
 chmod 700 "$dir" "$dir/munge"
 for k in $(seq "$nodes"); do mkdir -p "$dir/spool/node$k" "$dir/tmp/node$k"; done
 
-# Free ports: slurmctld, then one per node.
-base=$(( 20000 + (RANDOM % 20000) ))
+# Free ports: slurmctld, then one per node. Below the kernel's ephemeral
+# range (32768 and up: the ports MPI jobs' connections take), and checked
+# free: a port in use kills slurmctld at start (seen once under ctest -j2).
+ports_free() {
+  for ((p = $1; p <= $1 + nodes; ++p)); do
+    [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ] || return 1
+  done
+}
+for _ in $(seq 50); do
+  base=$(( 20000 + (RANDOM % 12000) ))
+  ports_free "$base" && break
+done
 ctl_port=$base
 first_node_port=$((base + 1))
 last_node_port=$((base + nodes))
@@ -106,6 +116,7 @@ done
 for i in $(seq 150); do
   idle=$(sinfo -h -N -o '%T' 2>/dev/null | grep -c '^idle' || true)
   [ "$idle" = "$nodes" ] && break
+  kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null || break  # it died: say so now, not in minutes
   sleep 0.2
 done
 if [ "${idle:-0}" != "$nodes" ]; then
