@@ -217,7 +217,16 @@ void RequestCaptures(std::vector<Target>& targets, double timeout_s) {
 }
 
 NodeThread ThreadOf(const DumpedThread& t) {
-  return {uint32_t(t.tid), t.name, std::string(1, t.state), t.wchan, t.syscall, t.method, t.error, t.frames};
+  NodeThread n;
+  n.tid = uint32_t(t.tid);
+  n.name = t.name;
+  n.state = std::string(1, t.state);
+  n.wchan = t.wchan;
+  n.syscall = t.syscall;
+  n.method = t.method;
+  n.error = t.error;
+  n.frames = t.frames;
+  return n;
 }
 
 }  // namespace

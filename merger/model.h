@@ -15,12 +15,13 @@
 
 #include "merger/frames.h"
 #include "merger/rank_set.h"
+#include "merger/trace_reader.h"
 #include "tracer/format.h"
 
 namespace hangtrace {
 
 enum class RankState : uint8_t {
-  kInCall,    // blocked (or busy) inside a traced call
+  kInCall,    // blocked (or busy) inside a call: traced, or seen on its stacks
   kCompute,   // alive, not in any traced call
   kExited,    // exited (normally or not) and recorded it
   kCrashed,   // a fatal signal was recorded
@@ -29,6 +30,24 @@ enum class RankState : uint8_t {
   kMissing,   // no trace file at all
 };
 const char* RankStateName(RankState s);
+
+// How a process ended, as its file and /proc (or a dump's photograph of it)
+// tell. The facts the rank's state is decided from (rank_state.cc).
+enum class Ending : uint8_t {
+  kRunning,     // not known to have ended (alive, or on another machine)
+  kExited,      // exit() ran and was recorded
+  kCrashed,     // a fatal signal was recorded
+  kTerminated,  // gone without an exit record after a SIGTERM arrived
+  kKilled,      // gone without any record: SIGKILL, the OOM killer
+};
+const char* EndingName(Ending e);
+
+// What a rank's position stands on, best first: its trace (the call it is
+// in, with communicator and sequence number), its stacks (the innermost
+// communication or waiting frame, captured by its watchdog or a dump), or
+// its liveness alone (alive, stopped, gone: nothing says where it is).
+enum class Basis : uint8_t { kTrace, kStacks, kLiveness };
+const char* BasisName(Basis b);
 
 // A call a rank is in (or was last in), resolved to global names.
 // What a rank's ring shows of its point-to-point traffic with one peer on
@@ -71,6 +90,13 @@ struct CallPoint {
   // never finished it: the rank's position is on the device, not the host.
   bool on_device = false;
   int32_t kernel = -1;     // interned kernel name of a launch (Job::names), -1 none
+  // Seen on the rank's stacks, not in its trace (a call hangtrace does not
+  // wrap: torch.distributed on gloo, Fortran, another MPI): `name` and `op`
+  // only; whom it waits for is not known.
+  bool from_stacks = false;
+  // A wait for a file lock (fcntl, flock) another process holds: that
+  // holder's world rank (-1 none, or not a rank of the job).
+  int32_t lock_holder = -1;
 };
 
 // One thread's stack: ids into Job::frames, innermost first. Stacks a
@@ -83,27 +109,56 @@ struct ThreadStack {
   std::vector<uint32_t> python;       // until mixed: its Python frames
   std::vector<bool> python_entry;     // their entry marks (frames.h)
   bool entries_known = false;         // marked by the dump, not guessed
+  // As a dump read it from /proc (empty: the process's own capture).
+  std::string state;                  // "S", "R", "D", "T", ...
+  std::string syscall;                // the system call it is in (its number)
+  // Blocked on a file lock: the process holding it, and the file.
+  int32_t lock_holder_pid = 0;
+  std::string lock_file;
 };
 
+// One rank: the facts its file (and a dump) give, read by the loader's
+// stages, and its state, decided once from them (DecideRankStates).
 struct RankView {
   int32_t rank = -1;
   std::string host;
   int32_t pid = 0;
   std::string path;
+
+  // --- decided (rank_state.cc), read by the diagnosis ---
   RankState state = RankState::kMissing;
-  int32_t exit_code = 0, signal = 0;
-  bool watchdog = false;
-  int64_t heartbeat_real_ns = 0;  // the runtime's last sign of life
+  Basis basis = Basis::kLiveness;  // what `state` and `current` stand on
   // Its process is gone without an exit record (in a call or not): killed.
   bool dead = false;
+  // It ended (exit, signal, killed) while inside `current`, which never
+  // returned: it is analyzed where it was (a hung job torn down later).
+  bool ended_in_call = false;
+  double silent_s = 0;            // heartbeat age against the job's newest one
+
+  // --- facts of the file (the snapshot stage) ---
+  Ending ending = Ending::kRunning;
+  Liveness liveness = Liveness::kUnknown;  // /proc when read, or the dump's photograph
+  int32_t exit_code = 0, signal = 0;
+  uint32_t signal_tid = 0;        // the thread that received the fatal signal
+  bool watchdog = false;          // the watchdog flagged `current`
+  double watchdog_timeout_s = 0;  // the watchdog's timeout (0: off)
+  int64_t heartbeat_real_ns = 0;  // the runtime's last sign of life
   int32_t term_signal = 0;        // the SIGTERM it received (0: none), from whom
   std::string term_sender;        // "mpirun (pid 42)", "" unknown
-  // When it ended, or its last sign of life: the SIGTERM's arrival, else the
-  // later of its last heartbeat and its last record (realtime ns).
+  // When it ended, or its last sign of life: the SIGTERM's arrival, the
+  // exit or crash, else the later of its last heartbeat and its last record
+  // (realtime ns).
   int64_t end_real_ns = 0;
-  double silent_s = 0;            // heartbeat age against the job's newest one
+  int64_t last_record_real_ns = 0;  // its program threads' newest record (0: none)
+  uint8_t rank_source = 0;        // fmt::RankSource: where its rank came from
+  uint64_t start_time = 0;        // /proc start time (clock ticks since boot)
+  int32_t ppid = 0;
+  bool initialized = false;       // it initialized a communication library (MPI_Init, a communicator)
+
+  // --- the record scan ---
   CallPoint current;        // the call it is in (kInCall)
   CallPoint previous;       // the last call it returned from before that
+  bool traced_call = false; // `current` came from its trace (a thread's open call)
   // With device completion: where the host thread is while `current` is
   // the oldest work its device never finished (cudaStreamSynchronize,
   // a later launch; invalid when the host is outside any traced call).
@@ -114,19 +169,31 @@ struct RankView {
   // Point-to-point traffic the ring shows, one entry per (global comm, peer
   // as the comm's rank, tag), sorted by them (Traffic() finds one).
   std::vector<P2pTraffic> p2p;
-  std::vector<ThreadStack> stacks;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
+  uint64_t records = 0;     // records its program threads ever wrote (lane heads): moves with any call
+  uint32_t worker = 0;      // which loader's signature table holds its calls
+
+  // --- stacks ---
+  std::vector<ThreadStack> stacks;
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python
   // The innermost Python frame of the thread in `current` (Job::frames id),
   // -1 when there is none: where in the program the rank waits.
   int64_t python_frame = -1;
+  // The communication or waiting call its stacks show (StackCall): where it
+  // is when its trace is silent.
+  CallPoint stack_call;
+  uint32_t stack_call_tid = 0;
+  // Outside any call: the innermost frame of its main thread, where it
+  // computes or sleeps ("clock_nanosleep"), -1 unknown (Job::frames).
+  int64_t idle_frame = -1;
   std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
   // Untraced: known only from a dump (its rank from its environment, its
   // call from its stacks). No communicator, sequence number or history.
   bool from_stacks = false;
   std::string rank_from;    // with from_stacks: the variable its rank came from
-  uint32_t worker = 0;      // which loader's signature table holds its calls
-  uint64_t records = 0;     // records its program threads ever wrote (lane heads): moves with any call
+  // Other processes that claimed this rank (a child that inherited its
+  // environment, a wrapper shell): shown beside it, never instead of it.
+  std::vector<std::string> also;
 
   uint64_t Entered(int32_t comm) const {
     for (const auto& [c, n] : entered) {
@@ -236,6 +303,7 @@ struct Job {
   std::vector<Odd> odd;
   // The same, by (comm, seq, rank), for SigOf (built once after loading).
   std::unordered_map<std::string, CollSig> odd_index;
+  static std::string OddKey(int32_t comm, uint64_t seq, int32_t rank);
   // (comm, seq) where some rank's signature differs from another's.
   std::vector<std::pair<int32_t, uint64_t>> flagged;
   // The signature `rank` passed at (comm, seq), if it is known.

@@ -96,9 +96,10 @@ json NodeToJson(const NodeDump& n) {
     if (!p.python_version.empty()) o["python"] = {{"version", p.python_version}, {"error", p.python_error}};
     o["threads"] = json::array();
     for (const NodeThread& t : p.threads) {
-      o["threads"].push_back({{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
-                              {"syscall", t.syscall}, {"method", t.method}, {"error", t.error},
-                              {"frames", Frames(t.frames)}});
+      json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
+                 {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", Frames(t.frames)}};
+      if (t.lock_holder_pid) th["lock"] = {{"holder_pid", t.lock_holder_pid}, {"file", t.lock_file}};
+      o["threads"].push_back(std::move(th));
     }
     j["processes"].push_back(o);
   }
@@ -150,6 +151,10 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
         th.syscall = t.value("syscall", "");
         th.method = t.value("method", "");
         th.error = t.value("error", "");
+        if (t.contains("lock") && t["lock"].is_object()) {
+          th.lock_holder_pid = t["lock"].value("holder_pid", 0);
+          th.lock_file = t["lock"].value("file", "");
+        }
         th.frames = Frames(t.value("frames", json::array()));
         p.threads.push_back(std::move(th));
       }

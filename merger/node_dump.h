@@ -22,6 +22,10 @@ struct NodeThread {
   std::string name;
   std::string state = "?";  // /proc state letter
   std::string wchan, syscall;
+  // Blocked in fcntl/flock on a file whose lock another process holds
+  // (/proc/locks): that process and the file.
+  int32_t lock_holder_pid = 0;
+  std::string lock_file;
   std::string method;       // "ptrace" (unwound), "proc" (kernel stack only), "none"
   std::string error;
   std::vector<Frame> frames;  // innermost first, named, Python frames mixed in

@@ -1,6 +1,6 @@
 // The diagnosis of a job nobody traced: a dump's stacks are all there is.
 // Each rank's position is the innermost communication call on its stacks
-// (load.cc: CommunicationCall), without communicator, sequence number or
+// (stack_calls.cc: FindStackCall), without communicator, sequence number or
 // history, so the rules are few and the words say so: which ranks sit in
 // which call, and the ranks that are in none (or stopped, or gone) while
 // the others wait, which is what a person reading `py-spy dump` on every

@@ -113,44 +113,57 @@ void Symbolizer::Resolve(Frame* f) {
   f->line = it->second.line;
 }
 
-std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceSnapshot& s, Symbolizer* symbols) {
-  std::vector<std::pair<uint32_t, std::vector<Frame>>> out;
+std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
+  std::vector<CapturedStack> out;
   for (const StackInfo& st : s.stacks) {
-    std::vector<Frame> frames;
+    CapturedStack t;
+    t.tid = st.tid;
     for (const fmt::StackFrame& f : st.frames) {
       Frame frame;
-      if (f.symbol[0]) {
+      if (f.symbol[0]) {  // named by an older runtime, or simulated
         frame.func = Demangle(f.symbol);
       } else {
         frame = FrameAt(f.pc, s.modules);
-        symbols->Resolve(&frame);
       }
-      frames.push_back(frame);
+      t.native.push_back(std::move(frame));
     }
-    out.push_back({st.tid, std::move(frames)});
+    out.push_back(std::move(t));
   }
   // Python frames: consecutive per thread, depth 0 first.
-  std::vector<std::pair<uint32_t, std::vector<Frame>>> python;
+  size_t current = SIZE_MAX;
   for (const PyFrameInfo& pf : s.py_frames) {
-    if (pf.depth == 0 || python.empty()) python.push_back({pf.tid, {}});
+    if (pf.depth == 0 || current == SIZE_MAX) {
+      current = SIZE_MAX;
+      for (size_t i = 0; i < out.size() && pf.tid; ++i) {
+        if (out[i].tid == pf.tid) current = i;
+      }
+      if (current == SIZE_MAX) {
+        current = out.size();
+        out.push_back(CapturedStack{pf.tid, {}, {}});
+      }
+    }
     if (pf.flags & fmt::kPyFrameNone) continue;
     Frame f;
     f.lang = Frame::Lang::kPython;
     f.func = pf.function;
     f.file = pf.file;
     f.line = pf.line > 0 ? pf.line : 0;
-    python.back().second.push_back(f);
+    out[current].python.push_back(std::move(f));
   }
-  for (auto& [tid, frames] : python) {
-    const uint32_t want = tid;  // (a structured binding cannot be captured before C++20 compilers catch up)
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& t) { return want && t.first == want; });
-    if (it == out.end()) {
-      out.push_back({tid, {}});
-      it = out.end() - 1;
+  return out;
+}
+
+std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceSnapshot& s, Symbolizer* symbols) {
+  std::vector<std::pair<uint32_t, std::vector<Frame>>> out;
+  for (CapturedStack& t : CapturedStacks(s)) {
+    for (Frame& f : t.native) {
+      if (f.func.empty()) symbols->Resolve(&f);
     }
-    size_t evals = std::count_if(it->second.begin(), it->second.end(), IsEvalFrame);
-    GuessEntries(&frames, evals, s.process.python_version);
-    it->second = MixPythonFrames(it->second, frames);
+    if (!t.python.empty()) {
+      const size_t evals = size_t(std::count_if(t.native.begin(), t.native.end(), IsEvalFrame));
+      GuessEntries(&t.python, evals, s.process.python_version);
+    }
+    out.push_back({t.tid, MixPythonFrames(t.native, t.python)});
   }
   return out;
 }

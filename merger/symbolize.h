@@ -43,8 +43,18 @@ class Symbolizer {
   std::unordered_map<std::string, Answer> answers_;  // "path\0offset"
 };
 
-// The stacks a process captured itself (a snapshot of its file), named and
-// with their Python frames mixed in, per thread (tid, innermost first).
+// The stacks a process captured itself (a snapshot of its file), per
+// thread, not yet named: native frames as FrameAt gives them (or named, by
+// an older runtime or the simulator), and the thread's Python frames,
+// innermost first. A thread whose Python frames matched no native stack
+// (it never answered the stack signal) stands alone.
+struct CapturedStack {
+  uint32_t tid = 0;
+  std::vector<Frame> native, python;
+};
+std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s);
+
+// The same, named and with the Python frames mixed in (tid, innermost first).
 std::vector<std::pair<uint32_t, std::vector<Frame>>> SnapshotStacks(const TraceSnapshot& s, Symbolizer* symbols);
 
 // Itanium C++ names made readable ("_ZN3foo3barEv" -> "foo::bar()").

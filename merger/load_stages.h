@@ -1,0 +1,90 @@
+// The stages of loading a job, in order (docs/ANALYSIS.md, "Loading",
+// follows them one to one). LoadJob (load.cc) runs them, the first three
+// per file on several reader threads, the rest once over the whole job:
+//
+//   ReadFacts         a snapshot's process facts: identity, how it ended,
+//                     liveness (snapshot_facts.cc)
+//   ScanRecords       its records: the call it is in, collective signatures,
+//                     point-to-point traffic, open requests, device work
+//                     (record_scan.cc)
+//   AttachStacks      the stacks it captured itself, or a dump's newer ones
+//                     (stacks_attach.cc)
+//   -- merged: one process per rank, chosen by evidence (load.cc) --
+//   AddUntracedRanks  ranks a dump found without a trace file
+//   FinishStacks      native frames named, Python frames mixed in, the
+//                     communication call each rank's stacks show
+//   DecideRankStates  each rank's state from its facts, once (rank_state.cc)
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "merger/model.h"
+#include "merger/node_dump.h"
+#include "merger/trace_reader.h"
+
+namespace hangtrace::load {
+
+// The job the reader threads fill together: names, communicators and frames
+// are shared, and taken under `mu`.
+struct SharedJob {
+  Job* job;
+  std::mutex mu;
+  // Under mu: interns a name (a call, a kernel).
+  uint16_t Intern(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    return job->Intern(name);
+  }
+};
+
+// What one reader thread found, merged at the end (no lock per record).
+struct Partial {
+  std::vector<RankView> ranks;
+  std::vector<SigWindow> first_sig;
+  std::vector<Job::Odd> odd;
+  std::vector<std::string> warnings;
+  uint64_t records = 0;
+  size_t files = 0;
+  std::map<std::string, JobFiles> jobs;
+  // The node.json processes of the folder of this worker's last file.
+  std::string dump_folder;
+  const std::unordered_map<int32_t, NodeProcess>* dump = nullptr;
+};
+
+// --- ReadFacts ---------------------------------------------------------------------------
+
+// Whether the snapshot is a rank's (not a fork child, an exec'ed image, or a
+// process without a rank); what is skipped and why goes to `warnings`.
+bool IsRankFile(const TraceSnapshot& s, const std::string& path, std::vector<std::string>* warnings);
+// The process facts of a snapshot: identity, how it ended, liveness (the
+// dump's photograph of it when `dumped`, else /proc now).
+RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodeProcess* dumped);
+
+// --- ScanRecords -------------------------------------------------------------------------
+
+// A file's call and communicator indexes as the job's.
+struct FileMaps {
+  std::vector<uint16_t> calls;  // file call index -> Job::names
+  std::vector<int32_t> comms;   // file comm index -> Job::comms (-1: unusable)
+};
+// Registers the file's calls and communicators in the job (under the lock).
+FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, SharedJob* shared,
+                 std::vector<std::string>* warnings);
+void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, RankView* v, Partial* out);
+
+// --- AttachStacks ------------------------------------------------------------------------
+
+void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v);
+
+// The folders under `path` that hold a dump's node.json: the path itself
+// and its subfolders one level down (OUT/<host>/). Links are not followed.
+std::vector<std::string> FindNodeDumps(const std::string& path);
+void AddUntracedRanks(const std::vector<std::string>& paths, Job* job);
+
+// --- DecideRankStates --------------------------------------------------------------------
+
+void DecideRankStates(Job* job);
+
+}  // namespace hangtrace::load

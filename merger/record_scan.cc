@@ -1,0 +1,259 @@
+// ScanRecords: one pass over a file's records. It finds the call the rank
+// is in (its threads' open calls), checks every collective's arguments
+// against the first signature seen at its (comm, seq) (an array index, never
+// a comparison between ranks), counts point-to-point traffic per (comm,
+// peer, tag), and keeps the nonblocking requests and device work that never
+// completed. The records themselves are not kept.
+#include <algorithm>
+#include <unordered_map>
+
+#include "merger/load_stages.h"
+#include "merger/symbolize.h"
+
+namespace hangtrace::load {
+namespace {
+
+std::string Family(const std::string& label) {
+  size_t end = label.size();
+  while (end > 0 && label[end - 1] >= '0' && label[end - 1] <= '9') --end;
+  return end == 0 ? label : label.substr(0, end);
+}
+
+// mu held.
+int32_t AddComm(Job* job, const CommInfo& c, int32_t rank) {
+  auto [it, inserted] = job->comm_index.emplace(c.entry.id, int32_t(job->comms.size()));
+  if (inserted) job->comms.emplace_back();
+  GlobalComm& g = job->comms[size_t(it->second)];
+  g.id = c.entry.id;
+  if (g.label.empty() || (g.label == HexId(c.entry.id) && c.entry.label[0])) {
+    g.label = c.entry.label[0] ? BoundedString(c.entry.label, sizeof(c.entry.label)) : HexId(c.entry.id);
+    g.family = Family(g.label);
+  }
+  g.kind = fmt::CommKind(c.entry.kind);
+  g.size = std::max(g.size, c.entry.size);
+  if (c.entry.flags & fmt::kCommWorld) g.world = true;
+  if (!c.members.empty() && g.members.size() < c.members.size()) g.members = c.members;
+  if (!g.world && c.members.empty() && c.entry.my_index >= 0 && c.entry.my_index < c.entry.size) {
+    if (g.members.size() < size_t(c.entry.size)) g.members.resize(size_t(c.entry.size), -1);
+    g.members[size_t(c.entry.my_index)] = rank;
+  }
+  return it->second;
+}
+
+// Builds a rank's point-to-point traffic (RankView::p2p) from its records.
+// A rank talks to few peers on few tags: up to kScanned entries are
+// scanned (a few ns), beyond that a hash index takes over (a program with a
+// tag per step); Finish() sorts them for RankView::Traffic().
+class TrafficTable {
+ public:
+  explicit TrafficTable(std::vector<P2pTraffic>* out) : out_(out) {}
+  P2pTraffic& Of(int32_t comm, int32_t peer, int32_t tag) {
+    std::vector<P2pTraffic>& v = *out_;
+    if (v.size() <= kScanned) {
+      for (P2pTraffic& t : v) {
+        if (t.comm == comm && t.peer == peer && t.tag == tag) return t;
+      }
+      if (v.size() == kScanned) {
+        for (size_t i = 0; i < v.size(); ++i) index_.emplace(Key{v[i].comm, v[i].peer, v[i].tag}, i);
+      }
+    }
+    size_t at = v.size();
+    if (v.size() >= kScanned) at = index_.try_emplace(Key{comm, peer, tag}, v.size()).first->second;
+    if (at == v.size()) {
+      P2pTraffic& t = v.emplace_back();
+      t.comm = comm, t.peer = peer, t.tag = tag;
+    }
+    return v[at];
+  }
+  void Finish() { std::sort(out_->begin(), out_->end()); }
+
+ private:
+  struct Key {
+    int32_t comm, peer, tag;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      const uint64_t a = uint64_t(uint32_t(k.comm)) << 32 | uint32_t(k.peer);
+      return size_t((a ^ (uint64_t(uint32_t(k.tag)) * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull >> 17);
+    }
+  };
+  static constexpr size_t kScanned = 8;
+  std::vector<P2pTraffic>* out_;
+  std::unordered_map<Key, size_t, KeyHash> index_;
+};
+
+// A record as the call it describes, in the job's names.
+CallPoint PointOf(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, const fmt::Record& r) {
+  CallPoint c;
+  c.valid = true;
+  c.name = r.call < maps.calls.size() ? maps.calls[r.call] : 0;
+  if (const CallDesc* d = s.Call(r.call)) {
+    c.op = d->op;
+    c.call_flags = d->flags;
+  }
+  c.comm = r.comm < maps.comms.size() ? maps.comms[r.comm] : -1;
+  c.seq = r.seq;
+  c.peer = r.peer;
+  c.tag = r.tag;
+  c.count = r.count;
+  c.dtype = r.dtype;
+  c.redop = r.redop;
+  c.handle = r.handle;
+  if (r.flags & fmt::kRecSendrecv) {
+    c.recv_peer = int32_t(uint32_t(r.handle));
+    c.recv_tag = int32_t(uint32_t(r.handle >> 32));
+    c.recv_seq = r.aux;
+  }
+  c.ticks = r.ticks;
+  c.begin_real_ns = s.TicksToRealNs(r.ticks);
+  c.seconds = s.SecondsInCall(r.ticks);
+  if (c.op == fmt::Op::kKernel) {
+    std::string k = s.KernelName(r);
+    if (!k.empty()) c.kernel = shared->Intern(Demangle(k));
+  }
+  return c;
+}
+
+// Device completion: a rank whose host is not inside a communication call
+// (it waits in a stream sync, launches more work, or computes) but whose
+// device never finished some enqueued work is where that work is: the
+// oldest unfinished operation is its position. Work queued behind it on
+// the same stream has not started, so collectives there are not entered.
+void PlaceOnDevice(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared,
+                   const std::unordered_map<uint32_t, fmt::Record>& pending, RankView* v) {
+  v->device_pending = uint32_t(pending.size());
+  if (pending.empty()) return;
+  const bool host_communicating = v->traced_call && v->current.comm >= 0 &&
+                                  (v->current.call_flags & (fmt::kCallCollective | fmt::kCallP2p));
+  // Not for a process that exited, crashed, is stopped, or died outside
+  // any call: it is analyzed where its host was. One killed inside a call
+  // (a hung job torn down) is where its device was.
+  const bool ended = v->ending == Ending::kExited || v->ending == Ending::kCrashed || (v->dead && !v->traced_call);
+  if (host_communicating || ended || v->liveness == Liveness::kStopped) return;
+  const fmt::Record* oldest = nullptr;
+  for (const auto& [id, r] : pending) {
+    if (!oldest || r.ticks < oldest->ticks || (r.ticks == oldest->ticks && r.aux < oldest->aux)) oldest = &r;
+  }
+  if (v->traced_call) v->host_call = v->current;
+  v->current = PointOf(s, maps, shared, *oldest);
+  v->current.on_device = true;
+  v->traced_call = true;
+  for (const auto& [id, r] : pending) {
+    if (&r == oldest || r.handle != oldest->handle || r.ticks < oldest->ticks) continue;
+    const CallDesc* d = s.Call(r.call);
+    if (!d || !(d->flags & fmt::kCallCollective) || !r.seq) continue;
+    CallPoint q = PointOf(s, maps, shared, r);
+    for (auto& [comm, entered] : v->entered) {
+      if (comm == q.comm && entered >= q.seq) entered = q.seq - 1;
+    }
+  }
+}
+
+}  // namespace
+
+FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, SharedJob* shared,
+                 std::vector<std::string>* warnings) {
+  FileMaps m;
+  m.calls.resize(s.calls.size());
+  m.comms.assign(s.comms.size(), -1);
+  std::lock_guard<std::mutex> lock(shared->mu);  // one lock per file
+  Job* job = shared->job;
+  for (size_t i = 0; i < s.calls.size(); ++i) m.calls[i] = job->Intern(s.calls[i].name);
+  for (size_t i = 0; i < s.comms.size(); ++i) {
+    if (!s.comm_valid[i]) continue;
+    const fmt::CommEntry& e = s.comms[i].entry;
+    if (e.size < 0 || e.size > kMaxRanks || e.my_index >= e.size) {
+      warnings->push_back(path + ": communicator " + HexId(e.id) + " claims " + std::to_string(e.size) +
+                          " members (index " + std::to_string(e.my_index) + "): damaged; ignored");
+      continue;
+    }
+    m.comms[i] = AddComm(job, s.comms[i], rank);
+  }
+  job->world_size = std::max(job->world_size, std::max(s.process.world_size, rank + 1));
+  return m;
+}
+
+void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, RankView* v, Partial* out) {
+  const fmt::ProcessInfo& p = s.process;
+  // The call the rank is in: the earliest still-open call of its threads.
+  const ThreadInfo* in = nullptr;
+  const ThreadInfo* latest = nullptr;
+  for (const ThreadInfo& t : s.threads) {
+    if (t.tracer) continue;
+    if (t.in_call && (!in || t.current.ticks < in->current.ticks)) in = &t;
+    if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
+    v->records += t.head;
+  }
+  if (in) {
+    v->current = PointOf(s, maps, shared, in->current);
+    v->traced_call = true;
+    v->call_tid = in->current.tid;
+    v->watchdog = in->watchdog_flagged;
+    if (in->has_last) v->previous = PointOf(s, maps, shared, in->last);
+  } else if (latest) {
+    v->previous = PointOf(s, maps, shared, latest->last);
+  }
+  for (size_t i = 0; i < s.comms.size(); ++i) {
+    if (maps.comms[i] >= 0) v->entered.push_back({maps.comms[i], s.comms[i].entry.coll_seq});
+  }
+
+  std::unordered_map<uint64_t, fmt::Record> open_requests;
+  TrafficTable traffic(&v->p2p);
+  std::unordered_map<uint32_t, fmt::Record> device_pending;  // track id -> DEVICE_PENDING
+  uint64_t last_ticks = 0;  // the last moment the file shows the process alive
+  uint64_t last_program_ticks = 0;  // its program threads' newest record
+  for (const Event& e : s.events) {
+    const fmt::Record& r = e.rec;
+    last_ticks = std::max(last_ticks, r.ticks);
+    const CallDesc* d = s.Call(r.call);
+    if (!d) continue;
+    if (r.kind == uint8_t(fmt::EventKind::kBegin) || r.kind == uint8_t(fmt::EventKind::kEnd)) {
+      last_program_ticks = std::max(last_program_ticks, r.ticks);
+    }
+    if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq &&
+        r.comm < maps.comms.size() && maps.comms[r.comm] >= 0) {
+      // Counts of the v/w collectives differ per rank by design: not compared.
+      const uint64_t count = (d->flags & fmt::kCallPerRankCounts) ? 0 : r.count;
+      CollSig sig{maps.calls[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, count};
+      size_t comm = size_t(maps.comms[r.comm]);
+      if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
+      SigWindow::Entry* slot = out->first_sig[comm].Slot(r.seq);
+      if (slot->first < 0) *slot = {p.rank, sig};
+      else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
+    }
+    if ((d->flags & fmt::kCallP2p) && r.comm < maps.comms.size() && maps.comms[r.comm] >= 0 && r.peer >= 0) {
+      const bool sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq &&
+                        (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
+      const bool received = r.kind == uint8_t(fmt::EventKind::kEnd) && r.seq && d->op == fmt::Op::kRecv;
+      const bool made = r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend;
+      if (sent || received || made) {
+        P2pTraffic& t = traffic.Of(maps.comms[r.comm], r.peer, r.tag);
+        if (sent) t.sent = std::max(t.sent, r.seq);
+        if (received) t.received = std::max(t.received, r.seq);
+        if (received && (r.flags & fmt::kRecAnyPeer)) ++t.wildcard_taken;
+        if (made) ++t.persistent_sends;
+      }
+    }
+    if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
+    if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
+    if (d->flags & fmt::kCallNonblocking) {
+      if (r.kind == uint8_t(fmt::EventKind::kBegin)) open_requests[r.handle] = r;
+      if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
+    }
+  }
+  traffic.Finish();
+  if (last_program_ticks) v->last_record_real_ns = s.TicksToRealNs(last_program_ticks);
+  // When it ended: a SIGTERM's arrival is exact, then the exit or crash
+  // record; else its last sign of life.
+  if (p.term_signal) v->end_real_ns = s.TicksToRealNs(p.term_ticks);
+  else if (p.end_ticks && (v->ending == Ending::kExited || v->ending == Ending::kCrashed))
+    v->end_real_ns = s.TicksToRealNs(p.end_ticks);
+  else v->end_real_ns = std::max(p.heartbeat_real_ns, last_ticks ? s.TicksToRealNs(last_ticks) : 0);
+  for (const auto& [handle, r] : open_requests) {
+    if (v->pending.size() < 16) v->pending.push_back(PointOf(s, maps, shared, r));
+  }
+  if (s.header.features & fmt::kFeatDeviceEvents) PlaceOnDevice(s, maps, shared, device_pending, v);
+}
+
+}  // namespace hangtrace::load

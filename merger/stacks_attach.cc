@@ -1,0 +1,218 @@
+// The stacks of each rank: those its process captured itself (its watchdog,
+// a crash, a dump's request), or a dump's, read from outside; then, once
+// every file is read, named (once per distinct frame), mixed with their
+// Python frames, and read for the call each rank is blocked in.
+#include <algorithm>
+#include <filesystem>
+#include <unordered_map>
+
+#include "merger/load_stages.h"
+#include "merger/stack_calls.h"
+#include "merger/symbolize.h"
+
+namespace hangtrace {
+namespace load {
+namespace {
+
+// A dump's thread as the analysis keeps it (frames interned; Job::frames is
+// shared: the caller holds its lock or is alone).
+ThreadStack FromNode(Job* job, const NodeThread& th) {
+  ThreadStack t;
+  t.tid = th.tid;
+  for (const Frame& f : th.frames) t.frames.push_back(job->InternFrame(f));
+  t.state = th.state;
+  t.syscall = th.syscall;
+  t.lock_holder_pid = th.lock_holder_pid;
+  t.lock_file = th.lock_file;
+  return t;
+}
+
+}  // namespace
+
+void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v) {
+  // A dump's stacks (node.json) are newer, read from outside: they replace
+  // what the process captured itself. Unless the dump could not read the
+  // Python frames that the process's own capture (on the dump's request)
+  // holds: then that capture, whose native and Python stacks are of one
+  // instant, is the better one.
+  const bool dump_has_stacks = dumped && std::any_of(dumped->threads.begin(), dumped->threads.end(),
+                                                     [](const NodeThread& t) { return !t.frames.empty(); });
+  if (dump_has_stacks && (dumped->HasPythonFrames() || s.py_frames.empty())) {
+    std::lock_guard<std::mutex> lock(shared->mu);  // Job::frames is shared
+    for (const NodeThread& th : dumped->threads) {
+      if (!th.frames.empty()) v->stacks.push_back(FromNode(shared->job, th));
+    }
+    return;
+  }
+  if (s.stacks.empty() && s.py_frames.empty()) return;
+  // The process's own capture: program counters named later (after every
+  // file is read, once per distinct frame), Python frames mixed in then.
+  std::vector<CapturedStack> captured = CapturedStacks(s);
+  std::lock_guard<std::mutex> lock(shared->mu);
+  for (const CapturedStack& c : captured) {
+    ThreadStack t;
+    t.tid = c.tid;
+    for (const Frame& f : c.native) t.frames.push_back(shared->job->InternFrame(f));
+    for (const Frame& f : c.python) {
+      t.python.push_back(shared->job->InternFrame(f));
+      t.python_entry.push_back(false);
+    }
+    v->stacks.push_back(std::move(t));
+  }
+}
+
+std::vector<std::string> FindNodeDumps(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
+  auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
+  if (has(path)) out.push_back(path);
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    // Types from the listing (no stat per trace file); links not followed.
+    std::error_code e2;
+    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path())) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Ranks a dump found without a trace file: from their environment and stacks.
+void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
+  for (const std::string& p : paths) {
+    for (const std::string& folder : FindNodeDumps(p)) {
+      NodeDump node;
+      std::string error;
+      if (!ReadNodeDump(folder, &node, &error)) continue;  // said by the loader of its trace files
+      for (const NodeProcess& np : node.processes) {
+        if (!np.trace.empty()) continue;
+        const std::string where = folder + "/" + kNodeFile + ": pid " + std::to_string(np.pid);
+        if (np.rank < 0) {
+          job->warnings.push_back(where + " has no rank in its environment and no trace file; skipped");
+          continue;
+        }
+        if (np.rank >= kMaxRanks || np.world_size > kMaxRanks) {
+          job->warnings.push_back(where + ": rank " + std::to_string(np.rank) + " is beyond what hangtrace analyzes; skipped");
+          continue;
+        }
+        const int32_t size = std::max(np.world_size, np.rank + 1);
+        if (size > job->world_size) {
+          job->ranks.resize(size_t(size));
+          for (int32_t r = job->world_size; r < size; ++r) job->ranks[size_t(r)].rank = r;
+          job->world_size = size;
+        }
+        RankView& slot = job->ranks[size_t(np.rank)];
+        if (!slot.path.empty()) {
+          // A traced process holds the rank: this one (a wrapper shell, a
+          // child with the rank's environment) is shown beside it.
+          slot.also.push_back("pid " + std::to_string(np.pid) + " on " + node.host + " (untraced, in " + where + ")");
+          continue;
+        }
+        RankView v;
+        v.rank = np.rank;
+        v.host = node.host;
+        v.pid = np.pid;
+        v.path = folder + "/" + kNodeFile;
+        v.from_stacks = true;
+        v.rank_from = np.rank_from;
+        v.dump_state = np.state_before;
+        v.liveness = np.liveness;
+        if (np.state_before == "T" || np.state_before == "t") v.liveness = Liveness::kStopped;
+        if (v.liveness == Liveness::kGone || v.liveness == Liveness::kZombie) v.ending = Ending::kKilled;
+        v.dead = v.ending == Ending::kKilled;
+        for (const NodeThread& th : np.threads) {
+          if (!th.frames.empty()) v.stacks.push_back(FromNode(job, th));
+        }
+        slot = std::move(v);
+      }
+    }
+  }
+}
+
+}  // namespace load
+
+void FinishStacks(Job* job) {
+  // Native frames known by module and offset only: named once each.
+  Symbolizer symbols;
+  for (Frame& f : job->frames) {
+    if (f.lang == Frame::Lang::kNative && !f.module.empty() && f.func.empty()) symbols.Resolve(&f);
+  }
+  // Processes of the job by (host, pid): whose lock a waiter waits for.
+  std::unordered_map<std::string, int32_t> rank_of_pid;
+  for (const RankView& v : job->ranks) {
+    if (v.pid) rank_of_pid.emplace(v.host + "/" + std::to_string(v.pid), v.rank);
+  }
+  for (RankView& v : job->ranks) {
+    for (ThreadStack& t : v.stacks) {
+      if (t.python.empty()) continue;
+      std::vector<Frame> native, python;
+      size_t evals = 0;
+      for (uint32_t id : t.frames) {
+        native.push_back(job->frames[id]);
+        evals += IsEvalFrame(native.back());
+      }
+      for (size_t i = 0; i < t.python.size(); ++i) {
+        python.push_back(job->frames[t.python[i]]);
+        python.back().entry = t.python_entry[i];
+      }
+      if (!t.entries_known) GuessEntries(&python, evals, v.python_version);
+      t.frames.clear();
+      for (const Frame& f : MixPythonFrames(native, python)) t.frames.push_back(job->InternFrame(f));
+      t.python.clear();
+      t.python_entry.clear();
+    }
+    // The call its stacks show: the main thread's, else the first thread's
+    // that is in one. A sleep is not a call (the rank computes, slowly).
+    v.stack_call = CallPoint{};
+    v.stack_call_tid = 0;
+    StackCall best;
+    for (const ThreadStack& t : v.stacks) {
+      const StackCall c = FindStackCall(*job, t);
+      if (c.kind == StackCallKind::kNone || c.kind == StackCallKind::kSleep) continue;
+      const bool main = t.tid == uint32_t(v.pid);
+      if (best.kind == StackCallKind::kNone || (main && v.stack_call_tid != uint32_t(v.pid))) {
+        best = c;
+        v.stack_call_tid = t.tid;
+        v.stack_call = CallPoint{};
+        v.stack_call.valid = true;
+        v.stack_call.from_stacks = true;
+        v.stack_call.name = job->Intern(c.name);
+        v.stack_call.op = c.op;
+        if (c.kind == StackCallKind::kFileLock && t.lock_holder_pid) {
+          auto it = rank_of_pid.find(v.host + "/" + std::to_string(t.lock_holder_pid));
+          v.stack_call.lock_holder = it == rank_of_pid.end() || it->second == v.rank ? -1 : it->second;
+        }
+      }
+    }
+    // Where the main thread computes or sleeps: its innermost named frame.
+    const ThreadStack* main_thread = nullptr;
+    for (const ThreadStack& t : v.stacks) {
+      if (!main_thread || t.tid == uint32_t(v.pid)) main_thread = &t;
+      if (t.tid == uint32_t(v.pid)) break;
+    }
+    v.idle_frame = -1;
+    for (size_t i = 0; main_thread && i < main_thread->frames.size() && v.idle_frame < 0; ++i) {
+      if (!job->frames[main_thread->frames[i]].func.empty()) v.idle_frame = main_thread->frames[i];
+    }
+    // Where in the program the rank waits: the innermost Python frame of
+    // the thread in its call (traced, else seen on its stacks), else of its
+    // main thread, else of its first thread.
+    const uint32_t want = v.call_tid ? v.call_tid : v.stack_call_tid ? v.stack_call_tid : uint32_t(v.pid);
+    const ThreadStack* in = nullptr;
+    for (const ThreadStack& t : v.stacks) {
+      if (!in || t.tid == want) in = &t;
+      if (t.tid == want) break;
+    }
+    v.python_frame = -1;
+    if (in) {
+      for (uint32_t id : in->frames) {
+        if (job->frames[id].lang == Frame::Lang::kPython) {
+          v.python_frame = id;
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace hangtrace
