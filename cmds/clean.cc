@@ -86,7 +86,7 @@ int CleanCommand(int argc, char** argv) {
   for (const std::string& w : warnings) fprintf(stderr, "hangtrace clean: %s\n", w.c_str());
   if (!error.empty()) {
     fprintf(stderr, "hangtrace clean: %s\n", error.c_str());
-    return 1;
+    return kExitCouldNot;
   }
   const int64_t now = NowRealNs();
   int rc = 0;

@@ -223,6 +223,8 @@ NodeThread ThreadOf(const DumpedThread& t) {
   n.state = std::string(1, t.state);
   n.wchan = t.wchan;
   n.syscall = t.syscall;
+  n.lock_holder_pid = t.lock_holder_pid;
+  n.lock_file = t.lock_file;
   n.method = t.method;
   n.error = t.error;
   n.frames = t.frames;
@@ -275,7 +277,7 @@ int DumpCommand(int argc, char** argv) {
   const int node_fd = OpenNodeDir(out, host, &dir_error);
   if (node_fd < 0) {
     fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
-    return 1;
+    return kExitCouldNot;
   }
 
   // Every trace file of the job on this node, and the processes behind them.
@@ -378,7 +380,7 @@ int DumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s: no trace files of job %s, and no process %s\n",
             host.c_str(), job.c_str(),
             app.count("--job") ? "with that SLURM_JOB_ID and a rank" : "named (--pid, or --job for a SLURM job's)");
-    return 1;
+    return kExitCouldNot;
   }
 
   // Snapshots first (cheap, and what matters most), then stacks, several

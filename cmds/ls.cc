@@ -47,7 +47,7 @@ int LsCommand(int argc, char** argv) {
   for (const std::string& w : warnings) fprintf(stderr, "hangtrace ls: %s\n", w.c_str());
   if (!error.empty()) {
     fprintf(stderr, "hangtrace ls: %s\n", error.c_str());
-    return 1;
+    return kExitCouldNot;
   }
   if (jobs.empty()) {
     printf("no traced job in %s\n", root.c_str());

@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
   }
   if (best) {
     fprintf(stderr, "hangtrace: unknown command '%s'; did you mean '%s'?\n", argv[1], best->name);
-    return 2;
+    return kExitUsage;
   }
   fprintf(stderr, "hangtrace: unknown command '%s'\n\n", argv[1]);
   Usage(stderr);
-  return 2;
+  return kExitUsage;
 }

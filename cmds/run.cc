@@ -71,24 +71,24 @@ int RunCommand(int argc, char** argv) {
     cmd.erase(cmd.begin());
   } else if (!cmd.empty() && cmd.front().size() > 1 && cmd.front()[0] == '-') {
     fprintf(stderr, "hangtrace run: unknown option '%s' (options of hangtrace run: --help)\n", cmd.front().c_str());
-    return 2;
+    return kExitUsage;
   }
   if (cmd.empty()) {
     fprintf(stderr, "hangtrace run: no command given (hangtrace run [OPTIONS] CMD ARGS...; --help for more)\n");
-    return 2;
+    return kExitUsage;
   }
 
   BlockingMode mode;
   if (!blocking.empty() && !ParseBlockingMode(blocking, &mode)) {
     fprintf(stderr, "hangtrace run: --blocking must be off, coll, kernels or all, not '%s'\n", blocking.c_str());
-    return 2;
+    return kExitUsage;
   }
   std::string lib = FindPreloadLibrary();
   if (lib.empty()) {
     fprintf(stderr,
             "hangtrace run: cannot find libhangtrace.so next to this binary (../lib/); "
             "set HANGTRACE_LIB to its path\n");
-    return 2;
+    return kExitUsage;
   }
   std::string preload = lib;
   if (const char* old = getenv("LD_PRELOAD"); old && *old) {

@@ -47,7 +47,7 @@ int SimulateCommand(int argc, char** argv) {
     std::string err;
     if (!trainer::ParseFault(f, &fault, &err)) {
       fprintf(stderr, "hangtrace simulate: %s\n", err.c_str());
-      return 2;
+      return kExitUsage;
     }
     c.faults.push_back(fault);
   }
@@ -56,7 +56,7 @@ int SimulateCommand(int argc, char** argv) {
   std::string err;
   if (!Simulate(c, &r, &err)) {
     fprintf(stderr, "hangtrace simulate: %s\n", err.c_str());
-    return 2;
+    return kExitUsage;
   }
   if (truth_path.empty()) truth_path = c.out + "/" + c.job + ".truth.json";
   std::ofstream(truth_path) << r.truth.dump(2) << "\n";

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cmds/commands.h"
+#include "cmds/run_analysis.h"
 #include "merger/diagnose.h"
 #include "merger/model.h"
 #include "merger/report.h"
@@ -135,13 +136,13 @@ int SrunDumpCommand(int argc, char** argv) {
   int rc = Capture({"squeue", "-h", "-j", jobid, "-o", "%T|%N"}, 30, &sq_out, &sq_err);
   if (rc == -1 || rc == 127) {
     fprintf(stderr, "hangtrace srun-dump: cannot run squeue (is SLURM's client installed here?)\n");
-    return 1;
+    return kExitCouldNot;
   }
   sq_out = Trim(sq_out);
   if (rc != 0 || sq_out.empty()) {
     fprintf(stderr, "hangtrace srun-dump: job %s is not known to SLURM (finished, or a wrong id)%s%s\n",
             jobid.c_str(), sq_err.empty() ? "" : ": ", Trim(sq_err).c_str());
-    return 1;
+    return kExitCouldNot;
   }
   std::string state = sq_out.substr(0, sq_out.find('|'));
   std::string nodelist = sq_out.substr(sq_out.find('|') + 1);
@@ -149,7 +150,7 @@ int SrunDumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace srun-dump: job %s is %s, not RUNNING: there is nothing live to dump%s\n",
             jobid.c_str(), state.c_str(),
             state == "COMPLETING" ? " (its trace files stay on the nodes: run `hangtrace dump` there)" : "");
-    return 1;
+    return kExitCouldNot;
   }
   std::string hn_out, hn_err;
   Capture({"scontrol", "show", "hostnames", nodelist}, 30, &hn_out, &hn_err);
@@ -159,7 +160,7 @@ int SrunDumpCommand(int argc, char** argv) {
   if (nodes.empty()) {
     fprintf(stderr, "hangtrace srun-dump: cannot expand the node list '%s': %s\n", nodelist.c_str(),
             Trim(hn_err).c_str());
-    return 1;
+    return kExitCouldNot;
   }
   if (out.empty()) out = "hangtrace-dump-" + jobid + "-" + Stamp();
   std::error_code ec;
@@ -228,26 +229,22 @@ int SrunDumpCommand(int argc, char** argv) {
     return kExitCouldNot;
   }
 
-  Job job = LoadJob({out});
+  AnalysisRequest request;
+  request.command = "hangtrace srun-dump";
+  request.paths = {out};
+  request.format = format;
   if (!silent.empty()) {
     std::string names;
     for (const std::string& n : silent) names += (names.empty() ? "" : ",") + n;
-    job.warnings.push_back("no dump from node(s) " + names + " within " + std::to_string(int(node_timeout)) +
-                           " s: their ranks are missing from this analysis");
+    request.warnings.push_back("no dump from node(s) " + names + " within " + std::to_string(int(node_timeout)) +
+                               " s: their ranks are missing from this analysis");
   }
-  Diagnosis d = Diagnose(job);
-  if (format == "json") {
-    nlohmann::json j = JsonReport(job, d);
-    j["dump"] = {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}};
-    printf("%s\n", JsonText(j, 2).c_str());
-  } else {
-    const std::string report = TextReport(job, d);
-    fputs((ColorWanted(STDOUT_FILENO) ? Colorize(report) : report).c_str(), stdout);
-  }
+  request.json_extra = {{"dump", {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}}}};
+  const int status = RunAnalysis(request);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; dump %.1f s, with analysis %.1f s; folder %s\n",
           nodes.size() - silent.size(), nodes.size(), dump_s, total_s, out.c_str());
-  return d.verdict == Verdict::kNoHang ? kExitNoHang : kExitFound;
+  return status;
 }
 
 }  // namespace hangtrace

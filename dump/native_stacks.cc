@@ -1,4 +1,5 @@
 #include "dump/native_stacks.h"
+#include "dump/file_locks.h"
 
 #include <dirent.h>
 #include <elfutils/libdwfl.h>
@@ -243,6 +244,11 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
     if (t.wchan == "0") t.wchan.clear();
     std::string sc = ReadSmall(task + "/syscall");
     t.syscall = sc.substr(0, sc.find(' '));
+    if (t.state == 'S' || t.state == 'D') {
+      const LockWait lock = FindLockWait(pid, sc);
+      t.lock_holder_pid = lock.holder_pid;
+      t.lock_file = lock.file;
+    }
   }
   std::vector<bool> stopped;
   StopThreads(tids, options.thread_timeout_ms, &stopped, &out.threads);

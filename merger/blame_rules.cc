@@ -25,10 +25,9 @@ const Group& OnlyClass(const BlameContext& ctx, int comp) {
 
 // " at 14:03:07.512" and how it ended, for a rank that died without an exit
 // record.
-std::string HowItEnded(const BlameContext& ctx, const RankView& v) {
+std::string HowItEnded(const RankView& v) {
   if (v.term_signal) return "was ended by SIGTERM from " + v.term_sender + " at " + ClockTime(v.end_real_ns);
   return "died without an exit record (killed: SIGKILL, or the OOM killer?) at " + ClockTime(v.end_real_ns);
-  (void)ctx;
 }
 
 // --- died first ------------------------------------------------------------------------------------
@@ -118,7 +117,7 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         ctx.found.crash = true;
         break;
       case RankState::kGone:
-        why = HowItEnded(ctx, v) + "; " + ctx.NeverEntered(r);
+        why = HowItEnded(v) + "; " + ctx.NeverEntered(r);
         ctx.found.crash = true;
         break;
       case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + ctx.NeverEntered(r); break;
@@ -129,11 +128,36 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
               (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : std::string()) + "; " +
               ctx.NeverEntered(r);
         break;
-      default:
-        why = ctx.NeverEntered(r) + "; not in any traced call" +
-              (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : std::string());
+      default: {
+        char for_s[32] = "";
+        if (v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
+          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+        }
+        why = ctx.NeverEntered(r) + "; not in any traced call" + for_s +
+              (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : std::string()) +
+              (v.idle_frame >= 0 ? ", now in " + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text()) : std::string());
+      }
     }
     ctx.Blame(r, why);
+  }
+}
+
+// --- a call hangtrace does not trace --------------------------------------------------------------
+// Waited for, and blocked in a call its stacks show but its trace does not
+// (torch.distributed on gloo, a Fortran or other-MPI call): whom that call
+// waits for is not known, so the chain ends here, and says so.
+
+bool UntracedCallApplies(const BlameContext& ctx, int comp) {
+  const Group& k = OnlyClass(ctx, comp);
+  return !ctx.comps.cyclic[size_t(comp)] && InCall(k) && k.call.from_stacks;
+}
+
+void UntracedCallBlame(BlameContext& ctx, int comp) {
+  for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
+    if (!ctx.graph.waited.Contains(r)) continue;
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    ctx.Blame(r, ctx.NeverEntered(r) + "; blocked in " + ctx.job.names[v.current.name] +
+                     " (seen on its stacks; a call hangtrace does not trace, so whom it waits for is not known)");
   }
 }
 
@@ -203,7 +227,7 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
     for (int32_t r : k.ranks.Ranks()) {
       const RankView& v = ctx.job.ranks[size_t(r)];
       if (!ctx.deaths.killed.Contains(r) || v.end_real_ns > first + 200000000) continue;
-      ctx.Blame(r, HowItEnded(ctx, v) + " inside " + DescribeCall(ctx.job, v.current));
+      ctx.Blame(r, HowItEnded(v) + " inside " + DescribeCall(ctx.job, v.current));
       explained = ctx.found.crash = true;
     }
   }
@@ -218,6 +242,53 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
     }
   }
   if (!explained) ctx.found.below = true;
+}
+
+// --- a cycle through a file lock -------------------------------------------------------------------
+// A rank holds a file lock (fcntl, flock) that others wait for, seen on
+// their stacks with its holder (the dump reads /proc/locks), while it waits
+// for them in a call: a deadlock whose culprit is the holder.
+
+bool LockCycleApplies(const BlameContext& ctx, int comp) {
+  if (!ctx.comps.cyclic[size_t(comp)]) return false;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    const Group& k = ctx.classes.groups[size_t(g)];
+    if (InCall(k) && k.call.from_stacks && k.call.lock_holder >= 0) return true;
+  }
+  return false;
+}
+
+void LockCycleBlame(BlameContext& ctx, int comp) {
+  ctx.found.deadlock = true;
+  RankSet in_scc;
+  for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  std::map<int32_t, RankSet> waiters;
+  for (int32_t r : in_scc.Ranks()) {
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    if (v.state == RankState::kInCall && v.current.lock_holder >= 0 && in_scc.Contains(v.current.lock_holder)) {
+      waiters[v.current.lock_holder].Add(r);
+    }
+  }
+  std::vector<std::string> cycle;
+  std::vector<int32_t> ranks;
+  for (const auto& [holder, who] : waiters) {
+    const RankView& h = ctx.job.ranks[size_t(holder)];
+    std::string file;
+    for (int32_t w : who.Ranks()) {
+      for (const ThreadStack& t : ctx.job.ranks[size_t(w)].stacks) {
+        if (file.empty() && !t.lock_file.empty()) file = t.lock_file;
+      }
+    }
+    ctx.Blame(holder, "holds the file lock" + (file.empty() ? std::string() : " on " + file) + " that " + who.Named() +
+                          (who.Count() == 1 ? " waits" : " wait") + " for, while it waits for " +
+                          (who.Count() == 1 ? "it" : "them") + " in " + DescribeCall(ctx.job, h.current));
+    cycle.push_back(std::to_string(holder) + " waits in " + ctx.job.names[h.current.name]);
+    cycle.push_back(who.Brief() + " wait for " + std::to_string(holder) + "'s file lock");
+    ranks.push_back(holder);
+    for (int32_t w : who.Ranks()) ranks.push_back(w);
+  }
+  ctx.cycles->push_back(cycle);
+  ctx.cycle_ranks.push_back(ranks);
 }
 
 // --- a cycle of point-to-point waits --------------------------------------------------------------
@@ -459,10 +530,13 @@ const BlameRule kBlameRules[] = {
      FinishedBlame},
     {"waits-for-nobody", "a sink class outside any call that others wait for", WaitsForNobodyApplies,
      WaitsForNobodyBlame},
+    {"untraced-call", "a sink class blocked in a call seen only on its stacks", UntracedCallApplies,
+     UntracedCallBlame},
     {"no-rank-call", "a sink class inside a call that waits for no rank (a kernel, a host call)", NoRankCallApplies,
      NoRankCallBlame},
     {"everyone-entered", "a sink class whose peers are all in the call with it", EveryoneEnteredApplies,
      EveryoneEnteredBlame},
+    {"lock-cycle", "a cycle through a file lock and the call its holder waits in", LockCycleApplies, LockCycleBlame},
     {"p2p-cycle", "a cycle of point-to-point waits", P2pCycleApplies, P2pCycleBlame},
     {"skipped-into-p2p", "a cycle through a collective and point-to-point waits", SkippedIntoP2pApplies,
      SkippedIntoP2pBlame},

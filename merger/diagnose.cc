@@ -22,6 +22,7 @@ const char* VerdictName(Verdict v) {
     case Verdict::kDeadlock: return "deadlock";
     case Verdict::kMismatch: return "mismatch";
     case Verdict::kCrash: return "crash";
+    case Verdict::kUnknown: return "unknown";
   }
   return "no-hang";
 }
@@ -86,48 +87,73 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
 // --- classes -------------------------------------------------------------------------------
 
 Classes Classify(const Job& job) {
-  // Point-to-point calls also by peer: two ranks receiving from different
-  // peers wait for different ranks.
-  using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t>;
+  // Ranks are together only where they really are alike: the same call,
+  // communicator and sequence number, for point-to-point calls the same
+  // peer and tag (two ranks receiving from different peers wait for
+  // different ranks), the same innermost Python frame, and the same
+  // evidence.
+  using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t, int32_t, int64_t, int>;
   std::map<Key, size_t> class_of_key;
   Classes c;
   c.class_of.assign(size_t(job.world_size), -1);
+  std::vector<std::map<int64_t, size_t>> idle_votes;
   for (const RankView& v : job.ranks) {
-    Key k = v.state == RankState::kInCall
-                ? Key{int(v.state), v.current.name, v.current.comm, v.current.seq,
-                      IsCollective(v.current) ? -1 : v.current.peer}
-                : Key{int(v.state), uint16_t(0), -1, 0, -1};
+    const bool in = v.state == RankState::kInCall;
+    const CallPoint& call = v.current;
+    const bool p2p = IsP2p(call) || call.op == fmt::Op::kProbe;
+    Key k = in ? Key{int(v.state), call.name, call.comm, call.seq, IsCollective(call) ? -1 : call.peer,
+                     p2p ? call.tag : 0, v.python_frame, int(v.basis)}
+               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.python_frame, 0};
     auto [it, inserted] = class_of_key.emplace(k, c.groups.size());
     if (inserted) {
       Group g;
       g.state = v.state;
-      g.call = v.state == RankState::kInCall ? v.current : v.previous;
+      g.basis = v.basis;
+      g.call = in ? v.current : v.previous;
+      g.python_frame = v.python_frame;
       c.groups.push_back(g);
+      idle_votes.emplace_back();
     }
     Group& g = c.groups[it->second];
     g.ranks.Add(v.rank);
-    if (v.state == RankState::kInCall) g.in_call_s = std::max(g.in_call_s, v.current.seconds);
+    if (in) g.in_call_s = std::max(g.in_call_s, v.current.seconds);
+    if (v.state == RankState::kCompute && v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
+      g.outside_s = std::max(g.outside_s, double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+    }
+    if (v.idle_frame >= 0) ++idle_votes[it->second][v.idle_frame];
     if (!v.host.empty() && std::find(g.hosts.begin(), g.hosts.end(), v.host) == g.hosts.end() && g.hosts.size() < 8) {
       g.hosts.push_back(v.host);
     }
     c.class_of[size_t(v.rank)] = int32_t(it->second);
   }
-  // Where in the program each class is: its ranks' most common innermost
-  // Python frame (Python jobs only).
-  for (Group& g : c.groups) {
-    std::map<int64_t, size_t> votes;
-    for (int32_t r : g.ranks.Ranks()) {
-      if (job.ranks[size_t(r)].python_frame >= 0) votes[job.ranks[size_t(r)].python_frame]++;
-    }
+  // Where a class outside any call computes or sleeps: its ranks' most
+  // common innermost frame.
+  for (size_t i = 0; i < c.groups.size(); ++i) {
     size_t best = 0;
-    for (const auto& [frame, n] : votes) {
-      if (n > best) best = n, g.python_frame = frame;
+    for (const auto& [frame, n] : idle_votes[i]) {
+      if (n > best) best = n, c.groups[i].idle_frame = frame;
     }
   }
   return c;
 }
 
 // --- progress --------------------------------------------------------------------------------
+
+namespace {
+// Where a rank's stacks put it, as text that two reads of a job can
+// compare (frame ids are per read): the thread in its call, else its main
+// thread, to its twelve innermost frames, and the call they show.
+std::string StackPlace(const Job& job, const RankView& v) {
+  const uint32_t want = v.call_tid ? v.call_tid : uint32_t(v.pid);
+  const ThreadStack* t = nullptr;
+  for (const ThreadStack& s : v.stacks) {
+    if (!t || s.tid == want) t = &s;
+  }
+  std::string out = v.current.valid ? job.names[v.current.name] : "";
+  for (size_t i = 0; t && i < t->frames.size() && i < 12; ++i) out += "|" + job.frames[t->frames[i]].Text();
+  return out;
+}
+}  // namespace
 
 RankSet FindProgress(const Job& job, const Job& earlier) {
   RankSet moved_ranks;
@@ -143,8 +169,17 @@ RankSet FindProgress(const Job& job, const Job& earlier) {
     // ticks. Never times converted from ticks, whose calibration drifts
     // between two reads (the same record read +111.989220 s, then
     // +111.989221 s, once passed for progress).
-    if (v.current.valid != e.current.valid || v.current.ticks != e.current.ticks) moved = true;
+    if (v.current.valid != e.current.valid || (v.basis == Basis::kTrace && v.current.ticks != e.current.ticks)) moved = true;
     if (v.records != e.records) moved = true;
+    // A rank placed by its stacks (a call hangtrace does not wrap, or a
+    // rank nobody traced) moved when its stacks did: another call, another
+    // line, another frame. The same stack twice is not proof of a hang (a
+    // loop can pass the same point), but a different one is of progress.
+    if (v.basis == Basis::kStacks && e.basis == Basis::kStacks && !v.stacks.empty() && !e.stacks.empty() &&
+        StackPlace(job, v) != StackPlace(earlier, e)) {
+      moved = true;
+    }
+    if (v.state != e.state && (v.state == RankState::kExited || e.state == RankState::kMissing)) moved = true;
     if (moved) moved_ranks.Add(v.rank);
   }
   return moved_ranks;
@@ -178,6 +213,12 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
   RankSet out;
   if (v.state != RankState::kInCall) return out;
   const CallPoint& c = v.current;
+  // A call seen only on its stacks: whom it waits for is not known, but
+  // for a file lock, whose holder is.
+  if (c.from_stacks) {
+    if (c.lock_holder >= 0) out.Add(c.lock_holder);
+    return out;
+  }
   if (c.call_flags & fmt::kCallFinalize) {
     // Collective over every rank still running: waits for those not in it.
     // Not for the ranks that wait for it (a receive from it, a send to it):
@@ -368,34 +409,55 @@ Deaths FindDeaths(const Job& job) {
   // A heartbeat every 0.1 s: a killed rank's last sign of life may precede
   // its death by that much (more on a loaded machine). One died "clearly
   // first" when it went silent this long before any other death, or before
-  // the SIGTERMs that ended the others (those arrive with their exact time).
+  // the SIGTERMs (or exits) that ended the others (those come with their
+  // exact time).
   constexpr double kResolutionS = 0.5;
   // A rank in its call this long before it died was waiting, not running.
   constexpr double kWaitingS = 1.0;
   Deaths d;
-  std::vector<std::pair<int64_t, int32_t>> killed, ended;
+  std::vector<std::pair<int64_t, int32_t>> killed, ended, crashed;
   bool all_dead = true, all_running = true;
   std::set<std::string> senders;
+  std::map<int32_t, RankSet> codes;
   for (const RankView& v : job.ranks) {
     if (v.state == RankState::kMissing) continue;
-    if (!v.dead) {
+    if (v.ending == Ending::kCrashed) crashed.push_back({v.end_real_ns, v.rank});
+    const bool exited_in_call = v.ending == Ending::kExited && v.ended_in_call;
+    if (!v.dead && !exited_in_call) {
       all_dead = false;
       continue;
     }
-    (v.term_signal ? ended : killed).push_back({v.end_real_ns, v.rank});
-    (v.term_signal ? d.ended : d.killed).Add(v.rank);
-    if (v.term_signal) senders.insert(v.term_sender);
+    if (exited_in_call) {
+      ended.push_back({v.end_real_ns, v.rank});
+      d.exited.Add(v.rank);
+      codes[v.exit_code].Add(v.rank);
+    } else {
+      (v.term_signal ? ended : killed).push_back({v.end_real_ns, v.rank});
+      (v.term_signal ? d.ended : d.killed).Add(v.rank);
+      if (v.term_signal) senders.insert(v.term_sender);
+    }
     // How long it had been in its call when it ended (a SIGTERM's time is
-    // exact; else its last sign of life).
-    if (v.state == RankState::kInCall &&
-        (double(v.end_real_ns - v.current.begin_real_ns) / 1e9 >= kWaitingS || v.current.seconds >= kWaitingS)) {
+    // exact; else its last sign of life). A call its watchdog flagged was
+    // known to wait at least the watchdog's timeout.
+    if (v.state == RankState::kInCall && v.basis == Basis::kTrace &&
+        (double(v.end_real_ns - v.current.begin_real_ns) / 1e9 >= kWaitingS || v.current.seconds >= kWaitingS ||
+         v.watchdog)) {
       all_running = false;
     }
     d.last_ns = std::max(d.last_ns, v.end_real_ns);
   }
   if (senders.size() == 1) d.ended_by = *senders.begin();
+  for (const auto& [code, ranks] : codes) {
+    d.exit_codes += (d.exit_codes.empty() ? "" : ", ") + std::to_string(code & 0xff) +
+                    (codes.size() > 1 ? " (" + ranks.Named() + ")" : "");
+  }
   std::sort(killed.begin(), killed.end());
   std::sort(ended.begin(), ended.end());
+  std::sort(crashed.begin(), crashed.end());
+  if (!crashed.empty()) {
+    d.first_crash = crashed.front().second;
+    for (size_t i = 1; i < crashed.size(); ++i) d.crashed_after.Add(crashed[i].second);
+  }
   d.all_while_running = all_dead && (!killed.empty() || !ended.empty()) && all_running;
   if (killed.empty()) return d;
   const auto [t0, r0] = killed.front();
@@ -474,6 +536,19 @@ std::string BlameContext::NeverEntered(int32_t rank) const {
   if (!best) return "is waited for";
   CallPoint call = best->call;
   call.on_device = false;  // what it never entered is the call itself
+  if (call.from_stacks) {
+    // A call seen on stacks waits for a rank only through a file lock.
+    std::string file;
+    for (int32_t w : best->ranks.Ranks()) {
+      for (const ThreadStack& t : job.ranks[size_t(w)].stacks) {
+        if (file.empty() && !t.lock_file.empty()) file = t.lock_file;
+      }
+      if (!file.empty()) break;
+    }
+    return "holds the file lock" + (file.empty() ? std::string() : " on " + file) + " that " + best->ranks.Named() +
+           (best->ranks.Count() == 1 ? " waits" : " wait") + " for (in " + job.names[call.name] + ", seen on " +
+           (best->ranks.Count() == 1 ? "its" : "their") + " stacks)";
+  }
   if (call.op == fmt::Op::kWait) {
     // A wait (or a poll) is for the requests the waiters posted.
     const CallPoint* owed = RequestOwedBy(job, best->ranks, rank);
@@ -500,6 +575,144 @@ void ApplyBlameRules(BlameContext* ctx) {
 }
 
 // --- the verdict ------------------------------------------------------------------------------
+
+namespace {
+
+// A rank outside any traced call whose last call returned this recently
+// is working: a job makes a call per step. Beyond, only its stacks can say
+// whether it computes or is blocked in something hangtrace does not wrap.
+constexpr double kActiveS = 3.0;
+
+double OutsideSeconds(const RankView& v) {
+  return v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns
+             ? double(v.end_real_ns - v.last_record_real_ns) / 1e9
+             : -1;
+}
+
+// Whether a rank outside any call is known to work: it moved between two
+// looks, its stacks show no blocking call, or it left a traced call a
+// moment ago.
+bool KnownToWork(const RankView& v, const Diagnosis& d) {
+  if (d.compared && d.progressing.Contains(v.rank)) return true;
+  if (v.basis == Basis::kStacks && !v.stack_call.valid) return true;
+  const double outside = OutsideSeconds(v);
+  return outside >= 0 && outside < kActiveS;
+}
+
+// The innermost frame of `v`'s crashing thread that is its own code, not
+// the C library's abort or hangtrace's handler: "c10d::...::run", or "".
+std::string CrashSite(const Job& job, const RankView& v) {
+  for (const ThreadStack& t : v.stacks) {
+    if (v.signal_tid && t.tid != v.signal_tid) continue;
+    for (uint32_t id : t.frames) {
+      const Frame& f = job.frames[id];
+      if (f.func.empty() || f.lang != Frame::Lang::kNative) continue;
+      const std::string name = f.func.substr(0, f.func.find('('));
+      static const char* const kLibc[] = {"raise", "abort", "__GI_raise", "__GI_abort", "__pthread_kill_implementation",
+                                          "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "__restore_rt",
+                                          "gsignal", "__libc_message", "__assert_fail", "__assert_fail_base",
+                                          "__fortify_fail", "__chk_fail"};
+      // Nor the interpreter's (a Python program's abort is said by its
+      // Python frame, which Blame adds).
+      const std::string module = f.module.substr(f.module.find_last_of('/') + 1);
+      bool skip = module.rfind("libhangtrace", 0) == 0 || name.rfind("hangtrace", 0) == 0 ||
+                  module.rfind("python", 0) == 0 || module.rfind("libpython", 0) == 0;
+      for (const char* l : kLibc) skip |= name == l;
+      if (!skip) return name;
+    }
+    break;
+  }
+  return "";
+}
+
+// A crash nobody waits for yet: the rank whose fatal signal came first (and
+// which crashed after it), else the first rank gone without a record.
+void BlameFirstCrash(const Job& job, const Deaths& deaths, BlameContext* ctx) {
+  if (deaths.first_crash >= 0) {
+    const RankView& v = job.ranks[size_t(deaths.first_crash)];
+    const std::string site = CrashSite(job, v);
+    std::string why = std::string(deaths.crashed_after.Empty() ? "crashed" : "crashed first") + " with " +
+                      SignalName(v.signal) + " at " + ClockTime(v.end_real_ns) +
+                      (v.current.valid && v.traced_call ? " inside " + DescribeCall(job, v.current) : std::string()) +
+                      (site.empty() ? std::string() : " in " + site);
+    if (!deaths.crashed_after.Empty()) why += "; " + deaths.crashed_after.Named() + " crashed after it";
+    ctx->Blame(v.rank, why);
+    return;
+  }
+  const RankView* first = nullptr;
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kGone && (!first || v.end_real_ns < first->end_real_ns)) first = &v;
+  }
+  if (first) {
+    ctx->Blame(first->rank, (first->term_signal ? "was ended by SIGTERM from " + first->term_sender
+                                                 : std::string("died without an exit record (killed: SIGKILL, or the "
+                                                               "OOM killer?)")) +
+                                " at " + ClockTime(first->end_real_ns) + ", first of the ranks that ended");
+  }
+}
+
+}  // namespace
+
+std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang) {
+  // Every rank outside any call (none is waiting in one): nothing hangs
+  // only if each is known to be done or working.
+  RankSet unsure, stopped, exited_badly;
+  double longest = 0;
+  size_t exited = 0, present = 0;
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kMissing) continue;
+    ++present;
+    if (v.state == RankState::kExited) {
+      ++exited;
+      if (v.exit_code != 0) exited_badly.Add(v.rank);
+      continue;
+    }
+    if (v.state == RankState::kStopped) {
+      stopped.Add(v.rank);
+      continue;
+    }
+    if (!KnownToWork(v, d)) {
+      unsure.Add(v.rank);
+      longest = std::max(longest, OutsideSeconds(v));
+    }
+  }
+  *no_hang = unsure.Empty() && stopped.Empty();
+  if (*no_hang) {
+    if (d.compared && !d.progressing.Empty()) {
+      return "ranks " + d.progressing.Brief() + " moved on between the two looks: slow, not hung";
+    }
+    if (exited == present) {
+      return exited_badly.Empty() ? "every rank exited"
+                                  : "every rank exited (" + exited_badly.Named() + " with a nonzero status)";
+    }
+    bool by_stacks = false;
+    for (const RankView& v : job.ranks) by_stacks |= v.state == RankState::kCompute && v.basis == Basis::kStacks;
+    return by_stacks ? "no rank is in a communication call: the stacks show every rank computing"
+                     : "no rank is in a traced call, and each left its last one under " +
+                           std::to_string(int(kActiveS)) + " s ago: the job is working";
+  }
+  if (!stopped.Empty()) {
+    return stopped.Named() + (stopped.Count() == 1 ? " is" : " are") +
+           " stopped (SIGSTOP, or wedged) while no rank waits in a traced call yet; the others will wait for " +
+           (stopped.Count() == 1 ? "it" : "them");
+  }
+  const bool ended = d.ended;
+  if (job.records == 0) {
+    return std::to_string(present) + (present == 1 ? " rank is" : " ranks are") +
+           " traced but none recorded a call: the job's communication calls are not ones hangtrace wraps here "
+           "(torch.distributed on gloo, Fortran MPI, an MPI other than the one it was built for)" +
+           (ended ? std::string(", and the job has ended: nothing says where its ranks were")
+                  : std::string(", and their stacks were not captured: run `hangtrace dump` on the live job"));
+  }
+  char for_s[32];
+  snprintf(for_s, sizeof(for_s), "%.0f s", longest);
+  return unsure.Named() + (unsure.Count() == 1 ? " has" : " have") + " been outside any traced call for " +
+         (longest > 0 ? std::string("up to ") + for_s : std::string("a while")) +
+         ", and nothing says whether " + (unsure.Count() == 1 ? "it computes or is" : "they compute or are") +
+         " blocked in a call hangtrace does not wrap" +
+         (ended ? std::string(" (the job has ended)")
+                : std::string(": `hangtrace dump` reads their stacks; `hangtrace analyze --interval 5` looks twice"));
+}
 
 Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   size_t in_call = 0;
@@ -537,6 +750,15 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     }
     return true;  // only ranks without a file explain the hang
   }();
+  // Every process died while the job ran (none had waited in its call):
+  // where they were says nothing of a hang, if the ones outside calls were
+  // known to work.
+  const bool killed_while_running = ctx->deaths.all_while_running && ctx->deaths.first < 0 && [&] {
+    for (const RankView& v : job.ranks) {
+      if (v.state == RankState::kCompute && !KnownToWork(v, *d)) return false;
+    }
+    return true;
+  }();
   Verdict v;
   if ((in_call == 0 || all_moving) && !d->mismatches.empty()) {
     // The job ran on, but its ranks disagreed on a collective's arguments:
@@ -544,17 +766,27 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     v = Verdict::kMismatch;
     blame_odd_only();
   } else if (in_call == 0 || all_moving) {
-    v = any_crash ? Verdict::kCrash : Verdict::kNoHang;
+    if (any_crash) {
+      v = Verdict::kCrash;
+      if (ctx->culprits.empty()) BlameFirstCrash(job, ctx->deaths, ctx);
+    } else if (killed_while_running) {
+      v = ctx->deaths.killed.Empty() ? Verdict::kNoHang : Verdict::kCrash;
+    } else if (all_moving) {
+      v = Verdict::kNoHang;
+    } else {
+      bool no_hang = false;
+      d->evidence = NoHangOrWhyUnknown(job, *d, &no_hang);
+      v = no_hang ? Verdict::kNoHang : Verdict::kUnknown;
+    }
   } else if (culprit_is_odd || (f.mismatch_hang && !f.crash)) {
     v = Verdict::kMismatch;
     blame_odd_only();
-  } else if (ctx->deaths.all_while_running && ctx->deaths.first < 0 && d->mismatches.empty()) {
-    // Every process died while the job ran (none had waited in its call):
-    // where they were says nothing of a hang.
+  } else if (killed_while_running && d->mismatches.empty()) {
     ctx->culprits.clear();
     v = ctx->deaths.killed.Empty() ? Verdict::kNoHang : Verdict::kCrash;
   } else if (f.crash || (any_crash && ctx->culprits.empty()) || only_missing_blamed) {
     v = Verdict::kCrash;
+    if (ctx->culprits.empty()) BlameFirstCrash(job, ctx->deaths, ctx);
   } else if (f.deadlock) {
     v = Verdict::kDeadlock;
   } else if (!d->mismatches.empty() && ctx->culprits.empty()) {
@@ -571,6 +803,8 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
 // --- the summary ------------------------------------------------------------------------------
 
 std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) {
+  // No rank in a call: the evidence that nothing hangs, or why it is unknown.
+  if (!d.evidence.empty()) return d.evidence;
   // A culprit killed (no exit record, no SIGTERM): how the job went on.
   if (d.verdict == Verdict::kCrash && !d.culprits.empty() && deaths.killed.Contains(d.culprits.front().rank)) {
     const RankView& v = job.ranks[size_t(d.culprits.front().rank)];
@@ -675,20 +909,114 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
 
 }  // namespace diagnose
 
+namespace diagnose {
+
+bool JobEnded(const Job& job) {
+  size_t present = 0;
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kMissing) continue;
+    ++present;
+    if (v.ending == Ending::kRunning) return false;
+  }
+  return present > 0;
+}
+
+// Notes every diagnosis carries: the processes shown beside a rank, the
+// ranks claimed twice, how the job ended and what one look can say.
+void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
+  Diagnosis& out = *d;
+  // A job torn down after it hung: the diagnosis stands; say how it ended.
+  RankSet dead = deaths.killed;
+  dead.Merge(deaths.ended);
+  dead.Merge(deaths.exited);
+  if (!deaths.all_while_running && deaths.first < 0 && !dead.Empty() && out.verdict != Verdict::kNoHang) {
+    const size_t all = out.with_trace.Count() + out.from_stacks.Count();
+    auto who = [&](const RankSet& r) { return r.Count() == all ? std::string("every rank") : r.Named(); };
+    std::string how;
+    if (!deaths.exited.Empty()) {
+      how = who(deaths.exited) + " exited (status " + deaths.exit_codes + ") from inside " +
+            (deaths.exited.Count() == 1 ? "its call" : "their calls") + " (another thread ended " +
+            (deaths.exited.Count() == 1 ? "it" : "them") + ": a lost launcher?)";
+    }
+    if (!deaths.ended.Empty()) {
+      how += std::string(how.empty() ? "" : "; ") + who(deaths.ended) + " ended by SIGTERM" +
+             (deaths.ended_by.empty() ? "" : " from " + deaths.ended_by);
+    }
+    if (!deaths.killed.Empty()) {
+      how += std::string(how.empty() ? "" : "; ") + who(deaths.killed) + " died without an exit record";
+    }
+    out.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
+  }
+  // One look is not proof: a slow job looks the same. Say how long the
+  // ranks have waited and how to tell; after the job ended, how long they
+  // had waited and whether their watchdogs flagged them.
+  if (!out.compared && out.verdict == Verdict::kHang) {
+    double least = -1, most = 0, timeout = 0;
+    size_t flagged = 0, in_call = 0;
+    for (const Group& g : out.groups) {
+      if (g.state != RankState::kInCall || g.basis != Basis::kTrace) continue;
+      least = least < 0 ? g.in_call_s : std::min(least, g.in_call_s);
+      most = std::max(most, g.in_call_s);
+      for (int32_t r : g.ranks.Ranks()) {
+        const RankView& v = job.ranks[size_t(r)];
+        ++in_call;
+        flagged += v.watchdog;
+        timeout = std::max(timeout, v.watchdog_timeout_s);
+      }
+    }
+    char waited[64], text[300];
+    if (most - least < 0.05) snprintf(waited, sizeof(waited), "%.1f s", most);
+    else snprintf(waited, sizeof(waited), "%.1f to %.1f s", least, most);
+    if (least >= 0 && out.ended) {
+      char watched[96] = "";
+      if (flagged) {
+        snprintf(watched, sizeof(watched), "; the watchdog flagged %s after %.0f s",
+                 flagged == in_call ? "every one of them" : (std::to_string(flagged) + " of them").c_str(), timeout);
+      }
+      snprintf(text, sizeof(text), "the job has ended: the ranks in calls had waited %s when it ended%s", waited,
+               watched);
+      out.notes.push_back(text);
+    } else if (least >= 0) {
+      snprintf(text, sizeof(text),
+               "one snapshot: the ranks in calls have waited %s; a slow job is not excluded "
+               "(hangtrace analyze --interval 5 reads twice)",
+               waited);
+      out.notes.push_back(text);
+    }
+  }
+  for (const RankView& v : job.ranks) {
+    for (size_t i = 0; i < v.also.size() && i < 3; ++i) {
+      out.notes.push_back("note: rank " + std::to_string(v.rank) + " is pid " + std::to_string(v.pid) +
+                          "; also claimed by " + v.also[i] + ", shown beside it");
+    }
+  }
+  for (const std::string& dup : job.duplicates) out.notes.push_back("note: " + dup);
+}
+
+}  // namespace diagnose
+
 Diagnosis Diagnose(const Job& job, const Job* earlier) {
   using namespace diagnose;
-  bool any_traced = false, any_stacks = false;
+  // The stacks' rules when no rank's place comes from a trace: a job
+  // nobody traced, or one whose calls hangtrace does not wrap (its traces
+  // are silent, its dump's stacks are not).
+  bool any_traced_call = false, any_stack_call = false, any_untraced = false, any_traced = false;
   for (const RankView& v : job.ranks) {
+    any_traced_call |= v.state == RankState::kInCall && v.basis == Basis::kTrace;
+    any_stack_call |= v.state == RankState::kInCall && v.basis == Basis::kStacks;
+    any_untraced |= v.from_stacks;
     any_traced |= v.state != RankState::kMissing && !v.from_stacks;
-    any_stacks |= v.from_stacks;
   }
-  if (any_stacks && !any_traced) {
-    Diagnosis d = DiagnoseFromStacks(job);
-    for (const std::string& dup : job.duplicates) d.notes.push_back("note: " + dup);
+  const Deaths deaths = FindDeaths(job);
+  if (!any_traced_call && (any_stack_call || (any_untraced && !any_traced))) {
+    Diagnosis d = DiagnoseFromStacks(job, earlier);
+    d.ended = JobEnded(job);
+    CommonNotes(job, deaths, &d);
     return d;
   }
   Diagnosis d;
   d.world_size = job.world_size;
+  d.ended = JobEnded(job);
   for (const RankView& v : job.ranks) {
     if (v.state == RankState::kMissing) d.missing.Add(v.rank);
     else (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
@@ -701,7 +1029,6 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   WaitGraph graph = BuildWaitGraph(job, &classes);
   Components comps = FindComponents(graph, classes.groups);
   d.mismatches = FindMismatches(job);
-  const Deaths deaths = FindDeaths(job);
   BlameContext ctx{job, classes, graph, comps, d.mismatches, deaths, &d.cycles, {}, {}, {}};
   ApplyBlameRules(&ctx);
   d.groups = classes.groups;
@@ -764,43 +1091,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                       (one ? "its" : "their") + " node is gone): not seen" +
                       (waiting.Empty() ? std::string() : "; " + waiting.Named() + " also wait for " + (one ? "it" : "them")));
   }
-  // A job torn down after it hung: the diagnosis stands; say how it ended.
-  RankSet dead = deaths.killed;
-  dead.Merge(deaths.ended);
-  if (!deaths.all_while_running && deaths.first < 0 && !dead.Empty() && d.verdict != Verdict::kNoHang) {
-    std::string how;
-    if (!deaths.ended.Empty()) {
-      how = (deaths.ended.Count() == d.with_trace.Count() ? std::string("every rank") : "ranks " + deaths.ended.Brief()) +
-            " ended by SIGTERM" + (deaths.ended_by.empty() ? "" : " from " + deaths.ended_by);
-    }
-    if (!deaths.killed.Empty()) {
-      how += std::string(how.empty() ? "" : "; ") +
-             (deaths.killed.Count() == d.with_trace.Count() ? std::string("every rank") : "ranks " + deaths.killed.Brief()) +
-             " died without an exit record";
-    }
-    d.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
-  }
-  // One read is not proof: a slow job looks the same. Say how long the
-  // ranks have waited, and how to tell.
-  if (!d.compared && d.verdict == Verdict::kHang) {
-    double least = -1, most = 0;
-    for (const Group& g : d.groups) {
-      if (g.state != RankState::kInCall) continue;
-      least = least < 0 ? g.in_call_s : std::min(least, g.in_call_s);
-      most = std::max(most, g.in_call_s);
-    }
-    if (least >= 0) {
-      char waited[64], text[200];
-      if (most - least < 0.05) snprintf(waited, sizeof(waited), "%.1f s", most);
-      else snprintf(waited, sizeof(waited), "%.1f to %.1f s", least, most);
-      snprintf(text, sizeof(text),
-               "one snapshot: the ranks in calls have waited %s; a slow job is not excluded "
-               "(hangtrace analyze --interval 5 reads twice)",
-               waited);
-      d.notes.push_back(text);
-    }
-  }
-  for (const std::string& dup : job.duplicates) d.notes.push_back("note: " + dup);
+  CommonNotes(job, deaths, &d);
   return d;
 }
 

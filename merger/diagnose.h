@@ -9,19 +9,27 @@
 
 namespace hangtrace {
 
-enum class Verdict : uint8_t { kNoHang, kHang, kDeadlock, kMismatch, kCrash };
-// "no-hang", "hang", "deadlock", "mismatch", "crash": the JSON contract's names.
+enum class Verdict : uint8_t { kNoHang, kHang, kDeadlock, kMismatch, kCrash, kUnknown };
+// "no-hang", "hang", "deadlock", "mismatch", "crash", "unknown": the JSON
+// contract's names. `unknown`: the evidence cannot decide (the summary says
+// why); `no-hang` is never said from silence.
 const char* VerdictName(Verdict v);
 
-// Ranks in the same state and the same call (comm, seq).
+// Ranks in the same state and the same place: call, communicator,
+// sequence number, peer and tag, and innermost Python frame.
 struct Group {
   RankSet ranks;
   RankState state = RankState::kMissing;
+  Basis basis = Basis::kTrace;  // what its ranks' place stands on
   CallPoint call;            // representative (in_call: the call; else the last one)
   double in_call_s = 0;      // longest among its ranks
   RankSet waiting_for;       // ranks its ranks wait for
   std::vector<std::string> hosts;
-  int64_t python_frame = -1; // its ranks' most common innermost Python frame (Job::frames)
+  int64_t python_frame = -1; // its ranks' innermost Python frame (Job::frames)
+  // Outside any call: how long since its ranks' last traced call (the
+  // longest; 0 unknown), and where they compute or sleep (Job::frames, -1).
+  double outside_s = 0;
+  int64_t idle_frame = -1;
 };
 
 struct Culprit {
@@ -57,6 +65,10 @@ struct Diagnosis {
   std::vector<std::vector<int32_t>> cycle_ranks;  // each: its world ranks, in order
   RankSet progressing;                // moved since the earlier snapshot
   bool compared = false;              // an earlier snapshot was given
+  bool ended = false;                 // every process of the job has ended (analyzed after the fact)
+  // With no-hang: the evidence of it; with unknown: why the evidence cannot
+  // decide. Empty when the verdict came another way.
+  std::string evidence;
 };
 
 // `earlier`: the same job read earlier (or null). Ranks whose sequence

@@ -62,6 +62,13 @@ std::vector<Mismatch> FindMismatches(const Job& job);
 struct Deaths {
   RankSet killed;     // no exit record and no SIGTERM: SIGKILL, the OOM killer
   RankSet ended;      // died of the SIGTERM they received (a launcher, a scheduler)
+  // Exited while inside a call that never returned: another thread ended
+  // the process (an MPI library that lost its launcher), so it was torn
+  // down where it waited.
+  RankSet exited;
+  std::string exit_codes;    // their exit statuses: "195", or "1 (ranks 0-2), 195 (rank 3)"
+  int32_t first_crash = -1;  // the rank whose fatal signal came first (-1: none crashed)
+  RankSet crashed_after;     // the others that crashed, after it
   int32_t first = -1; // the rank that died clearly before the others, if one did
   int64_t first_ns = 0;
   double next_after_s = -1;  // how long after it the next died (-1: none did)
@@ -118,6 +125,10 @@ extern const size_t kNumBlameRules;
 void ApplyBlameRules(BlameContext* ctx);
 
 Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx);
+// With no rank waiting in a call: whether nothing hangs, from evidence
+// (every rank exited, moved between two looks, or computes by its stacks or
+// a recent call), and the sentence that says so, or why it is unknown.
+std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang);
 std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths);
 
 // "passes count 128 to MPI_Allreduce #33 on tp0 where the other members
@@ -132,7 +143,9 @@ inline bool IsCollective(const CallPoint& c) { return c.call_flags & fmt::kCallC
 
 // A job whose every rank is known only from a dump's stacks (no trace):
 // the whole diagnosis, on its own rules (stacks_only.cc).
-Diagnosis DiagnoseFromStacks(const Job& job);
+Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier);
+// Every process of the job has ended (none is known to run).
+bool JobEnded(const Job& job);
 
 // " at f (file.py:12)" for a Python frame id of Job::frames, "" for -1.
 std::string WhereInProgram(const Job& job, int64_t frame);

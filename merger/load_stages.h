@@ -77,6 +77,9 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
 // --- AttachStacks ------------------------------------------------------------------------
 
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v);
+// A Python file of a library (torch's, the standard library's), not of the
+// program: a rank's Python location is the program's line that called it.
+bool IsLibraryFile(const std::string& file);
 
 // The folders under `path` that hold a dump's node.json: the path itself
 // and its subfolders one level down (OUT/<host>/). Links are not followed.

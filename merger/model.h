@@ -127,7 +127,7 @@ struct RankView {
 
   // --- decided (rank_state.cc), read by the diagnosis ---
   RankState state = RankState::kMissing;
-  Basis basis = Basis::kLiveness;  // what `state` and `current` stand on
+  Basis basis = Basis::kTrace;  // what `state` and `current` stand on
   // Its process is gone without an exit record (in a call or not): killed.
   bool dead = false;
   // It ended (exit, signal, killed) while inside `current`, which never

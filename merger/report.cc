@@ -30,9 +30,15 @@ std::string Seconds(double s) {
 
 std::string GroupWhat(const Job& job, const Group& g) {
   switch (g.state) {
-    case RankState::kInCall: return "in " + DescribeCall(job, g.call);
-    case RankState::kCompute:
-      return "not in a traced call" + (g.call.valid ? " (last: " + DescribeCall(job, g.call) + ")" : std::string());
+    case RankState::kInCall:
+      return "in " + DescribeCall(job, g.call) + (g.call.from_stacks ? " (seen on stacks; not traced)" : "");
+    case RankState::kCompute: {
+      std::string out = "not in a traced call";
+      if (g.outside_s > 0) out += " for " + Seconds(g.outside_s);
+      if (g.call.valid) out += " (last: " + DescribeCall(job, g.call) + ")";
+      if (g.idle_frame >= 0) out += ", in " + Shortened(job.frames[size_t(g.idle_frame)].Text());
+      return out;
+    }
     case RankState::kExited: return "exited";
     case RankState::kCrashed: return "crashed";
     case RankState::kGone: return "gone (no exit record)";
@@ -62,6 +68,7 @@ bool ColorWanted(int fd) {
 std::string Colorize(const std::string& report) {
   constexpr const char* kRed = "\033[1;31m";
   constexpr const char* kGreen = "\033[1;32m";
+  constexpr const char* kYellow = "\033[1;33m";
   constexpr const char* kBold = "\033[1m";
   constexpr const char* kReset = "\033[0m";
   std::string out;
@@ -76,7 +83,7 @@ std::string Colorize(const std::string& report) {
       const size_t colon = line.find(':', head.size());
       if (colon != std::string::npos) {
         const std::string word = line.substr(head.size(), colon - head.size());
-        line = head + (word == "NO-HANG" ? kGreen : kRed) + word + kReset + line.substr(colon);
+        line = head + (word == "NO-HANG" ? kGreen : word == "UNKNOWN" ? kYellow : kRed) + word + kReset + line.substr(colon);
       }
     } else if (line.rfind("  culprit rank ", 0) == 0) {
       line = std::string("  ") + kBold + line.substr(2) + kReset;
@@ -141,13 +148,13 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     std::vector<std::string> hosts;
   };
   std::vector<Line> lines;
-  std::map<std::tuple<int, uint16_t, std::string, uint64_t>, size_t> line_of;
+  std::map<std::tuple<int, uint16_t, std::string, uint64_t, int64_t, int>, size_t> line_of;
   for (const Group& g : d.groups) {
     std::string family = g.call.comm >= 0 ? job.comms[size_t(g.call.comm)].family : "";
     bool p2p = g.call.call_flags & fmt::kCallP2p;
     auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
                                g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
-                               g.state == RankState::kInCall ? g.call.seq : 0);
+                               g.state == RankState::kInCall ? g.call.seq : 0, g.python_frame, int(g.basis));
     auto [it, inserted] = line_of.emplace(key, lines.size());
     if (inserted) lines.push_back(Line{{}, {}, &g, {}, 0, {}});
     Line& l = lines[it->second];
@@ -167,8 +174,13 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     char head[96];
     snprintf(head, sizeof(head), "  %-24s %6zu  ", l.ranks.Named(18).c_str(),
              l.ranks.Count());
-    std::string what = d.basis == "stacks" && g.state == RankState::kCompute ? "in no communication call"
-                                                                               : GroupWhat(job, g);
+    std::string what = GroupWhat(job, g);
+    if (d.basis == "stacks" && g.state == RankState::kCompute) {
+      what = g.basis == Basis::kStacks ? "in no communication call" : "not in a traced call; no stacks";
+      if (g.idle_frame >= 0 && g.basis == Basis::kStacks) what += ", in " + Shortened(job.frames[size_t(g.idle_frame)].Text());
+    } else if (d.basis == "stacks" && g.state == RankState::kInCall) {
+      what = "in " + job.names[g.call.name];
+    }
     if (l.comms.size() > 1) {
       const std::string& fam = job.comms[size_t(g.call.comm)].family;
       what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " + std::to_string(l.comms.size()) +
@@ -176,7 +188,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     }
     out += head + what;
     if (g.python_frame >= 0) out += " at " + job.frames[size_t(g.python_frame)].Text();
-    if (g.state == RankState::kInCall && d.basis != "stacks") out += ", for " + Seconds(l.in_call_s);
+    if (g.state == RankState::kInCall && g.basis == Basis::kTrace) out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
     if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
     out += "\n";
@@ -238,7 +250,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   j["groups"] = json::array();
   for (const Group& g : d.groups) {
     json o = {{"ranks", g.ranks.ToString()}, {"rank_list", g.ranks.Ranks()}, {"count", g.ranks.Count()},
-              {"state", RankStateName(g.state)}};
+              {"state", RankStateName(g.state)}, {"basis", BasisName(g.basis)}};
     const CallPoint& c = g.call;
     if (c.valid) {
       o["api"] = job.names[c.name];
@@ -252,6 +264,8 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
       o["seq"] = 0;
     }
     o["in_call_s"] = g.state == RankState::kInCall ? g.in_call_s : 0.0;
+    if (g.state == RankState::kCompute && g.outside_s > 0) o["outside_s"] = g.outside_s;
+    if (g.idle_frame >= 0) o["idle_frame"] = FrameToJson(job.frames[size_t(g.idle_frame)]);
     if (g.state == RankState::kInCall && g.call.on_device) o["on_device"] = true;
     if (g.call.kernel >= 0) o["kernel"] = job.names[size_t(g.call.kernel)];
     o["waiting_for"] = g.waiting_for.ToString();
@@ -371,7 +385,7 @@ std::string StackTreeDot(const StackNode& root) {
   return out + "}\n";
 }
 
-bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out_path, std::string* error) {
+bool WritePerfetto(const Job& job, const std::string& out_path, std::string* error) {
   std::ofstream out(out_path);
   if (!out) {
     *error = "cannot write " + out_path;
@@ -383,11 +397,12 @@ bool WritePerfetto(const std::vector<std::string>& paths, const std::string& out
     out << (first ? "" : ",\n") << JsonText(e);
     first = false;
   };
-  for (const std::string& p : paths) {
-    std::string err;
-    for (const std::string& f : FindTraceFiles(p, &err)) {
-      auto s = ReadTraceFile(f, &err);
-      if (!s || s->process.forked) continue;
+  for (const RankView& v : job.ranks) {
+    if (v.path.empty() || v.from_stacks) continue;
+    {
+      std::string err;
+      auto s = ReadTraceFile(v.path, &err);
+      if (!s) continue;
       const int pid = s->process.rank >= 0 ? s->process.rank : 100000 + s->process.pid;
       emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
             {"args", {{"name", "rank " + std::to_string(s->process.rank) + " (" + s->process.host + ":" + std::to_string(s->process.pid) + ")"}}}});

@@ -125,6 +125,9 @@ NativeCall NativeCommunication(const std::string& func) {
   // torch.distributed call), a store's wait (rendezvous, barriers).
   if (StartsWith(bare, "c10d::")) {
     const std::string last = bare.substr(bare.rfind("::") + 2);
+    // DistributedDataParallel's reducer waits for its gradient all-reduce
+    // at the end of backward.
+    if (StartsWith(bare, "c10d::Reducer::")) return {bare, StackCallKind::kCommunication};
     if (last == "wait" || last == "synchronize" || last == "synchronizeInternal") {
       return {bare, StackCallKind::kCommunication};
     }
@@ -203,18 +206,27 @@ StackCall FindStackCall(const Job& job, const ThreadStack& t) {
     if (native.kind == StackCallKind::kNone) {
       NativeCall c = NativeCommunication(f.func);
       if (c.kind != StackCallKind::kNone) {
-        native = {c.kind, c.name, c.kind == StackCallKind::kDeviceSync ? fmt::Op::kSync : OpOfCallName(c.name), i};
+        native = {c.kind, c.name,
+                  c.kind == StackCallKind::kDeviceSync      ? fmt::Op::kSync
+                  : c.name.rfind("c10d::Reducer::", 0) == 0 ? fmt::Op::kAllreduce
+                                                            : OpOfCallName(c.name),
+                  i};
         if (native.op == fmt::Op::kNone) native.op = fmt::Op::kOther;
       }
     }
-    if (lock.kind == StackCallKind::kNone && IsFileLock(bare)) lock = {StackCallKind::kFileLock, bare, fmt::Op::kOther, i};
+    if (lock.kind == StackCallKind::kNone && IsFileLock(bare)) {
+      const char* what = bare.find("flock") != std::string::npos   ? "flock (a file lock)"
+                         : bare.find("lockf") != std::string::npos ? "lockf (a file lock)"
+                                                                   : "fcntl (a file lock)";
+      lock = {StackCallKind::kFileLock, what, fmt::Op::kOther, i};
+    }
     if (sleep.kind == StackCallKind::kNone && IsSleep(bare)) sleep = {StackCallKind::kSleep, bare, fmt::Op::kNone, i};
   }
   // A thread the dump found in a lock's system call, with no frame that
   // says so (a stack read from the kernel only).
   if (lock.kind == StackCallKind::kNone && (t.state == "S" || t.state == "D")) {
     const std::string sc = SyscallName(t.syscall);
-    if (sc == "fcntl" || sc == "flock") lock = {StackCallKind::kFileLock, sc, fmt::Op::kOther, 0};
+    if (sc == "fcntl" || sc == "flock") lock = {StackCallKind::kFileLock, sc + " (a file lock)", fmt::Op::kOther, 0};
   }
   if (torch.kind != StackCallKind::kNone) return torch;
   if (native.kind != StackCallKind::kNone) return native;

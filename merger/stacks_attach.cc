@@ -29,6 +29,14 @@ ThreadStack FromNode(Job* job, const NodeThread& th) {
 
 }  // namespace
 
+bool IsLibraryFile(const std::string& file) {
+  // torch's own code; Python's standard library (lib/python3.X/, but not
+  // the packages installed under it).
+  if (file.find("/torch/") != std::string::npos) return true;
+  const size_t lib = file.find("/lib/python");
+  return lib != std::string::npos && file.find("-packages/", lib) == std::string::npos;
+}
+
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v) {
   // A dump's stacks (node.json) are newer, read from outside: they replace
   // what the process captured itself. Unless the dump could not read the
@@ -142,6 +150,7 @@ void FinishStacks(Job* job) {
   for (const RankView& v : job->ranks) {
     if (v.pid) rank_of_pid.emplace(v.host + "/" + std::to_string(v.pid), v.rank);
   }
+  using load::IsLibraryFile;
   for (RankView& v : job->ranks) {
     for (ThreadStack& t : v.stacks) {
       if (t.python.empty()) continue;
@@ -203,15 +212,18 @@ void FinishStacks(Job* job) {
       if (!in || t.tid == want) in = &t;
       if (t.tid == want) break;
     }
+    // A library's own frames (torch's, the standard library's) say less
+    // than the program's line that called into them: the innermost frame
+    // of the program is taken, else the innermost Python frame at all.
     v.python_frame = -1;
-    if (in) {
-      for (uint32_t id : in->frames) {
-        if (job->frames[id].lang == Frame::Lang::kPython) {
-          v.python_frame = id;
-          break;
-        }
-      }
+    int64_t innermost = -1;
+    for (size_t i = 0; in && i < in->frames.size() && v.python_frame < 0; ++i) {
+      const Frame& f = job->frames[in->frames[i]];
+      if (f.lang != Frame::Lang::kPython) continue;
+      if (innermost < 0) innermost = in->frames[i];
+      if (!IsLibraryFile(f.file)) v.python_frame = in->frames[i];
     }
+    if (v.python_frame < 0) v.python_frame = innermost;
   }
 }
 

@@ -1,62 +1,91 @@
-// The diagnosis of a job nobody traced: a dump's stacks are all there is.
-// Each rank's position is the innermost communication call on its stacks
-// (stack_calls.cc: FindStackCall), without communicator, sequence number or
-// history, so the rules are few and the words say so: which ranks sit in
-// which call, and the ranks that are in none (or stopped, or gone) while
-// the others wait, which is what a person reading `py-spy dump` on every
-// rank would conclude.
+// The diagnosis when stacks are all there is: a job nobody traced (a dump
+// of its processes), or a traced job whose calls hangtrace does not wrap
+// (torch.distributed on gloo, Fortran MPI, another MPI: silent traces, and
+// a dump's stacks). Each rank's place is the innermost communication or
+// waiting call on its stacks (stack_calls.cc), without communicator,
+// sequence number or history, so the rules are few and the words say so:
+// which ranks sit in which call, and the ranks that are in none (or
+// stopped, or gone) while the others wait, which is what a person reading
+// `py-spy dump` on every rank would conclude. A file lock is the one wait
+// whose other side the stacks name: its holder.
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <tuple>
 
 #include "merger/diagnose_stages.h"
 
 namespace hangtrace::diagnose {
 
-Diagnosis DiagnoseFromStacks(const Job& job) {
+namespace {
+// "computing" or "sleeping", and where: " in clock_nanosleep".
+std::string Idle(const Job& job, const Group& g) {
+  if (g.idle_frame < 0) return "in no communication call";
+  const Frame& f = job.frames[size_t(g.idle_frame)];
+  const std::string name = f.func.substr(0, f.func.find('('));
+  const bool sleeping = name.find("sleep") != std::string::npos;
+  return std::string(sleeping ? "sleeping" : "in no communication call") + " (in " + Shortened(f.Text()) + ")";
+}
+}  // namespace
+
+Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
   Diagnosis d;
   d.basis = "stacks";
   d.world_size = job.world_size;
-  // Groups: by state, and by call for ranks in one.
-  std::map<std::pair<int, uint16_t>, size_t> index;
-  std::vector<std::map<int64_t, size_t>> python_votes;
+  d.ended = JobEnded(job);
+  bool any_traced = false;
+  for (const RankView& v : job.ranks) any_traced |= v.state != RankState::kMissing && !v.from_stacks;
+  if (earlier) {
+    d.compared = true;
+    d.progressing = FindProgress(job, *earlier);
+  }
+  // Groups: by state, call and innermost Python frame.
+  std::map<std::tuple<int, uint16_t, int64_t>, size_t> index;
+  std::vector<std::map<int64_t, size_t>> idle_votes;
   for (const RankView& v : job.ranks) {
     if (v.state == RankState::kMissing) {
       d.missing.Add(v.rank);
       continue;
     }
     (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
-    const auto key = std::make_pair(int(v.state), v.state == RankState::kInCall ? v.current.name : uint16_t(0));
+    const bool in = v.state == RankState::kInCall;
+    const auto key = std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.python_frame);
     auto [it, fresh] = index.emplace(key, d.groups.size());
     if (fresh) {
       Group g;
       g.state = v.state;
-      g.call = v.current;
+      g.basis = v.basis;
+      g.call = in ? v.current : v.previous;
+      g.python_frame = v.python_frame;
       d.groups.push_back(g);
-      python_votes.emplace_back();
+      idle_votes.emplace_back();
     }
     Group& g = d.groups[it->second];
     g.ranks.Add(v.rank);
+    if (v.idle_frame >= 0) ++idle_votes[it->second][v.idle_frame];
     if (std::find(g.hosts.begin(), g.hosts.end(), v.host) == g.hosts.end() && g.hosts.size() < 8) g.hosts.push_back(v.host);
-    if (v.python_frame >= 0) ++python_votes[it->second][v.python_frame];
   }
   for (size_t i = 0; i < d.groups.size(); ++i) {
     size_t best = 0;
-    for (const auto& [frame, n] : python_votes[i]) {
-      if (n > best) best = n, d.groups[i].python_frame = frame;
+    for (const auto& [frame, n] : idle_votes[i]) {
+      if (n > best) best = n, d.groups[i].idle_frame = frame;
     }
   }
   std::stable_sort(d.groups.begin(), d.groups.end(), [](const Group& a, const Group& b) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();
     return a.ranks.First() < b.ranks.First();
   });
+  d.mismatches = FindMismatches(job);
 
-  RankSet waiting, suspects;
+  RankSet waiting, suspects, no_stacks;
   std::vector<std::string> calls;
   for (const Group& g : d.groups) {
     if (g.state == RankState::kInCall) {
       waiting.Merge(g.ranks);
-      calls.push_back(job.names[g.call.name]);
+      const std::string& name = job.names[g.call.name];
+      if (std::find(calls.begin(), calls.end(), name) == calls.end()) calls.push_back(name);
     }
+    if (g.state == RankState::kCompute && g.basis != Basis::kStacks) no_stacks.Merge(g.ranks);
   }
   auto where = [&](const Group& g) { return WhereInProgram(job, g.python_frame); };
   std::string wait_text;
@@ -65,14 +94,37 @@ Diagnosis DiagnoseFromStacks(const Job& job) {
     for (size_t i = 0; i < calls.size() && i < 3; ++i) wait_text += (i ? ", " : "") + calls[i];
     if (calls.size() > 3) wait_text += ", ...";
   }
+  // A file lock's holder: the ranks waiting for it wait for that rank.
+  std::map<int32_t, RankSet> lock_waiters;
+  std::map<int32_t, std::string> lock_file;
+  for (const RankView& v : job.ranks) {
+    if (v.state != RankState::kInCall || v.current.lock_holder < 0) continue;
+    lock_waiters[v.current.lock_holder].Add(v.rank);
+    for (const ThreadStack& t : v.stacks) {
+      if (t.tid == v.call_tid && !t.lock_file.empty()) lock_file[v.current.lock_holder] = t.lock_file;
+    }
+  }
+  bool lock_cycle = false;
+  for (const auto& [holder, waiters] : lock_waiters) {
+    const RankView& h = job.ranks[size_t(holder)];
+    std::string why = "holds the file lock" + (lock_file.count(holder) ? " on " + lock_file[holder] : std::string()) +
+                      " that " + waiters.Named() + (waiters.Count() == 1 ? " waits" : " wait") + " for";
+    if (h.state == RankState::kInCall) {
+      why += ", while it waits in " + job.names[h.current.name] + WhereInProgram(job, h.python_frame);
+      lock_cycle |= h.current.lock_holder < 0;  // it waits for the others in a communication call
+    }
+    d.culprits.push_back({holder, h.host, h.pid, why + " (from stacks)"});
+    suspects.Add(holder);
+  }
   for (const Group& g : d.groups) {
     std::string why;
     if (g.state == RankState::kStopped) why = "stopped (state T)";
     else if (g.state == RankState::kGone) why = "gone: its process ended";
-    else if (g.state == RankState::kCompute && !waiting.Empty()) why = "in no communication call" + where(g);
+    else if (g.state == RankState::kCompute && !waiting.Empty() && g.basis == Basis::kStacks) why = Idle(job, g) + where(g);
     if (why.empty()) continue;
     if (!wait_text.empty()) why += " while " + wait_text;
     for (int32_t r : g.ranks.Ranks()) {
+      if (suspects.Contains(r)) continue;
       const RankView& v = job.ranks[size_t(r)];
       d.culprits.push_back({r, v.host, v.pid, why + " (from stacks)"});
       suspects.Add(r);
@@ -84,7 +136,9 @@ Diagnosis DiagnoseFromStacks(const Job& job) {
     const std::string who = g.ranks.Named(24);
     switch (g.state) {
       case RankState::kInCall: parts.push_back(who + " in " + job.names[g.call.name] + where(g)); break;
-      case RankState::kCompute: parts.push_back(who + " in no communication call" + where(g)); break;
+      case RankState::kCompute:
+        parts.push_back(who + " " + (g.basis == Basis::kStacks ? Idle(job, g) : "without stacks") + where(g));
+        break;
       case RankState::kStopped: parts.push_back(who + " stopped"); break;
       case RankState::kGone: parts.push_back(who + " gone"); break;
       default: parts.push_back(who + " " + RankStateName(g.state)); break;
@@ -93,18 +147,65 @@ Diagnosis DiagnoseFromStacks(const Job& job) {
   std::string list;
   for (size_t i = 0; i < parts.size() && i < 4; ++i) list += (i ? ", " : "") + parts[i];
   if (parts.size() > 4) list += ", and " + std::to_string(parts.size() - 4) + " more classes";
+  const std::string basis = any_traced && !d.from_stacks.Empty() ? "from stacks (traces silent or absent): "
+                            : any_traced ? "from stacks (their traces show no call they are in): "
+                                         : "stacks only: ";
 
-  if (waiting.Empty() && suspects.Empty()) {
+  const bool all_moving = d.compared && !waiting.Empty() && [&] {
+    for (int32_t r : waiting.Ranks()) {
+      if (!d.progressing.Contains(r)) return false;
+    }
+    return true;
+  }();
+  if (all_moving) {
     d.verdict = Verdict::kNoHang;
-    d.summary = "stacks only: no rank is inside a communication call (" + list + ")";
+    d.summary = basis + "ranks " + d.progressing.Brief() + " moved between the two looks: slow, not hung (" + list + ")";
+  } else if (waiting.Empty() && suspects.Empty()) {
+    if (!no_stacks.Empty()) {
+      d.verdict = Verdict::kUnknown;
+      d.summary = basis + "no rank is in a communication call, but " + no_stacks.Named() +
+                  (no_stacks.Count() == 1 ? " has" : " have") + " no stacks (" + list + ")";
+    } else {
+      d.verdict = Verdict::kNoHang;
+      d.summary = basis + "no rank is in a communication call: every rank computes (" + list + ")";
+    }
   } else {
-    d.verdict = Verdict::kHang;
-    d.below = suspects.Empty() && calls.size() == 1;
-    d.summary = "stacks only: " + list;
-    d.notes.push_back(d.below ? "every rank is in " + calls[0] +
-                                    ": slow, or stuck below MPI; no trace, so no communicator or sequence number"
-                              : "no trace, so no communicator or sequence number: the ranks' calls are not known to "
-                                "match (trace the job with hangtrace run for that)");
+    d.verdict = lock_cycle ? Verdict::kDeadlock : Verdict::kHang;
+    // Every rank in one receive: nobody sends. In one collective (or one
+    // wait): slow, or stuck below it.
+    fmt::Op only_op = fmt::Op::kNone;
+    for (const Group& g : d.groups) {
+      if (g.state == RankState::kInCall) only_op = g.call.op;
+    }
+    const bool one_call = suspects.Empty() && calls.size() == 1 && waiting.Count() == d.with_trace.Count() + d.from_stacks.Count();
+    const bool all_receive = one_call && (only_op == fmt::Op::kRecv || only_op == fmt::Op::kProbe);
+    d.below = one_call && !all_receive;
+    d.summary = basis + list;
+    if (all_receive) {
+      d.notes.push_back("every rank waits to receive in " + calls[0] +
+                        " and none sends: each waits for a message its peer sends only after (a receive-order "
+                        "deadlock?)");
+    }
+    if (lock_cycle) {
+      // A cycle through a file lock: its holder first.
+      for (const Culprit& c : d.culprits) {
+        if (c.why.rfind("holds the file lock", 0) != 0) continue;
+        d.summary = basis + "rank " + std::to_string(c.rank) + " " + c.why.substr(0, c.why.size() - strlen(" (from stacks)"));
+        break;
+      }
+    }
+    if (!all_receive) d.notes.push_back(d.below ? "every rank is in " + calls[0] +
+                                    ": slow, or stuck below it; no trace of it, so no communicator or sequence number"
+                              : std::string(any_traced ? "their traces hold none of these calls"
+                                                       : "no trace") +
+                                    ", so no communicator or sequence number: the ranks' calls are not known to match" +
+                                    (any_traced ? "" : " (trace the job with hangtrace run for that)"));
+    if (!d.compared) {
+      d.notes.push_back(
+          d.ended ? "the job has ended: where its ranks were is all the stacks say"
+                  : "one look: a slow job is not excluded (dump again a few seconds later and give the first with "
+                    "--earlier: hangtrace analyze NEW --earlier OLD)");
+    }
   }
   if (!d.missing.Empty()) d.notes.push_back("no dump of ranks " + d.missing.Brief() + ": they may hold the answer");
   return d;

@@ -76,6 +76,7 @@ TEST(Stages, VerdictNamesAreTheContractsWords) {
   EXPECT_STREQ(VerdictName(Verdict::kDeadlock), "deadlock");
   EXPECT_STREQ(VerdictName(Verdict::kMismatch), "mismatch");
   EXPECT_STREQ(VerdictName(Verdict::kCrash), "crash");
+  EXPECT_STREQ(VerdictName(Verdict::kUnknown), "unknown");
 }
 
 TEST(Stages, ClassifyGroupsByStateCallCommAndSequence) {

@@ -1,0 +1,30 @@
+// The one front end of an analysis, for every command that judges a job
+// (analyze, srun-dump): read the files (twice with --interval, or an
+// earlier look with --earlier), refuse paths that mix jobs, diagnose,
+// print, write the optional outputs, and return the documented exit status.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace hangtrace {
+
+struct AnalysisRequest {
+  const char* command = "hangtrace analyze";  // the prefix of its messages
+  std::vector<std::string> paths;             // trace files, job folders, dump folders
+  std::string format = "text";                // text or json
+  std::string perfetto, dot;                  // optional outputs ("" none)
+  double interval = 0;                        // > 0: read twice, this far apart
+  std::vector<std::string> earlier;           // an earlier look at the same job (a dump)
+  int threads = 0;                            // reader threads (0: all cores)
+  std::vector<std::string> warnings;          // said with the job's own (srun-dump: silent nodes)
+  nlohmann::json json_extra;                  // merged into the JSON report (srun-dump: "dump")
+};
+
+// Prints the report on stdout (messages on stderr) and returns the exit
+// status: kExitNoHang, kExitFound, kExitCouldNot (also for `unknown`).
+int RunAnalysis(const AnalysisRequest& request);
+
+}  // namespace hangtrace

@@ -1,0 +1,113 @@
+"""torch.distributed jobs that hang the ways PyTorch jobs hang, on the gloo
+backend (CPU; Debian's python3-torch). Nothing here knows hangtrace: the
+tests run it traced (`hangtrace run`) or not at all, and compare what
+hangtrace says with what each scenario does.
+
+usage: mpirun -n 4 python3 torch_hang.py SCENARIO
+  (the rank and size come from Open MPI's environment; MASTER_ADDR and
+  MASTER_PORT from the test, else 127.0.0.1 and 29500)
+
+  ok         three all-reduces and a barrier; exits 0
+  skip       rank 2 joins a broadcast nobody else makes; the others go on
+             to the next all-reduce (each waits for the other)
+  barrier    rank 2 calls an extra barrier (the "uneven inputs" hang of DDP
+             written by hand); the others wait in an all-reduce
+  ddp        DistributedDataParallel with uneven inputs: rank 0 has one
+             batch more, so it waits in backward's gradient all-reduce
+             while the others wait in the barrier after their loop
+  p2p        a pipeline whose stages both receive first: ranks 0 and 1
+             wait in recv from each other (2 and 3 likewise)
+  abort      rank 1 aborts (SIGABRT) in step 2; the others fail or wait
+  lock       rank 0 takes a file lock and enters an all-reduce; the others
+             wait for the lock before theirs (a cycle through the lock)
+  slow       rank 1 sleeps 20 s in step 1, then every rank finishes
+Each scenario but ok prints "hung" on rank 0's stderr once it is in place
+(abort: never, it ends).
+"""
+import fcntl
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def env(name, default):
+    for k in (name, "OMPI_COMM_WORLD_" + name, "PMI_" + name, "SLURM_PROC" + name.lower()):
+        if k in os.environ:
+            return int(os.environ[k])
+    return default
+
+
+def main():
+    scenario = sys.argv[1] if len(sys.argv) > 1 else "ok"
+    rank = env("RANK", 0)
+    size = env("SIZE", int(os.environ.get("WORLD_SIZE", 1)))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    t = torch.ones(8)
+    for _ in range(3):
+        dist.all_reduce(t)
+
+    def hung():
+        if rank == 0:
+            print("hung", file=sys.stderr, flush=True)
+
+    if scenario == "ok":
+        dist.barrier()
+    elif scenario == "skip":
+        if rank == 2:
+            dist.broadcast(t, src=0)
+        hung()
+        dist.all_reduce(t)
+    elif scenario == "barrier":
+        if rank == 2:
+            dist.barrier()
+        hung()
+        dist.all_reduce(t)
+    elif scenario == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
+        batches = 3 + (1 if rank == 0 else 0)
+        for _ in range(batches):
+            model(torch.randn(4, 8)).sum().backward()
+        hung()
+        dist.barrier()
+    elif scenario == "p2p":
+        peer = rank ^ 1
+        hung()
+        dist.recv(t, src=peer)
+        dist.send(t, dst=peer)
+    elif scenario == "abort":
+        for step in range(5):
+            if rank == 1 and step == 2:
+                time.sleep(0.5)
+                os.abort()
+            dist.all_reduce(t)
+    elif scenario == "lock":
+        path = os.environ.get("TORCH_HANG_LOCK", "/tmp/torch_hang.lock")
+        with open(path, "a+") as f:
+            if rank == 0:
+                fcntl.lockf(f, fcntl.LOCK_EX)  # held across the all-reduce below
+            dist.barrier()
+            if rank != 0:
+                fcntl.lockf(f, fcntl.LOCK_EX)  # waits for rank 0, which waits for us
+            time.sleep(0.5)
+            hung()
+            dist.all_reduce(t)
+    elif scenario == "slow":
+        for step in range(3):
+            if step == 1:
+                hung()  # in place: the others wait while rank 1 sleeps
+                if rank == 1:
+                    time.sleep(20)
+            dist.all_reduce(t)
+    else:
+        sys.exit("unknown scenario " + scenario)
+    dist.destroy_process_group()
+    print("done", rank, flush=True)
+
+
+if __name__ == "__main__":
+    main()
