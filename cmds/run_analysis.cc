@@ -21,12 +21,10 @@ namespace {
 // Whether any path is (or holds) a dump: a photograph, which does not move.
 bool HoldsDump(const std::vector<std::string>& paths) {
   for (const std::string& p : paths) {
-    if (access((p + "/" + kNodeFile).c_str(), F_OK) == 0) return true;
-    // OUT/<host>/node.json
+    if (!FindNodeDumps(p).empty()) return true;
     std::string err;
     for (const std::string& f : FindTraceFiles(p, &err)) {
-      const std::string folder = f.substr(0, f.find_last_of('/'));
-      if (access((folder + "/" + kNodeFile).c_str(), F_OK) == 0) return true;
+      if (!FindNodeDumps(f.substr(0, f.find_last_of('/'))).empty()) return true;
     }
   }
   return false;
@@ -100,7 +98,10 @@ int RunAnalysis(const AnalysisRequest& r) {
                                     [](const RankView& v) { return v.state != RankState::kMissing; });
   if (job.files == 0 && !any_rank) {
     for (const std::string& w : job.warnings) fprintf(stderr, "%s: %s\n", cmd, w.c_str());
-    fprintf(stderr, "%s: no readable trace file under the given paths\n", cmd);
+    fprintf(stderr,
+            "%s: no readable trace file under the given paths (a process that made no traced call and exited 0 "
+            "leaves none)\n",
+            cmd);
     return kExitCouldNot;
   }
   // Ranks and sequence numbers of different jobs mean nothing together.

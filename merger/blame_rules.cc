@@ -135,7 +135,10 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         }
         why = ctx.NeverEntered(r) + "; not in any traced call" + for_s +
               (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : std::string()) +
-              (v.idle_frame >= 0 ? ", now in " + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text()) : std::string());
+              (v.idle_frame >= 0 ? ", now in " + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text())
+               : v.stacks.empty() ? std::string(" (no stacks say whether it computes or waits in a call hangtrace "
+                                                "does not trace: hangtrace dump reads them)")
+                                  : std::string());
       }
     }
     ctx.Blame(r, why);

@@ -616,7 +616,8 @@ std::string CrashSite(const Job& job, const RankView& v) {
       // Python frame, which Blame adds).
       const std::string module = f.module.substr(f.module.find_last_of('/') + 1);
       bool skip = module.rfind("libhangtrace", 0) == 0 || name.rfind("hangtrace", 0) == 0 ||
-                  module.rfind("python", 0) == 0 || module.rfind("libpython", 0) == 0;
+                  module.rfind("python", 0) == 0 || module.rfind("libpython", 0) == 0 ||
+                  module.rfind("libc.so", 0) == 0 || module.rfind("libc-", 0) == 0 || name == "_start";
       for (const char* l : kLibc) skip |= name == l;
       if (!skip) return name;
     }
@@ -861,7 +862,10 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
   if (!d.culprits.empty()) {
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
-    if (d.verdict == Verdict::kDeadlock) {
+    const bool p2p_cycle = std::all_of(d.culprits.begin(), d.culprits.end(), [](const Culprit& k) {
+      return k.why.rfind("in a cycle of point-to-point waits", 0) == 0;
+    });
+    if (d.verdict == Verdict::kDeadlock && p2p_cycle) {
       return c.Named() + " deadlock in point-to-point calls, each waiting for the next";
     }
     // The culprits first, in a few words (their reasons' first clauses,
@@ -984,11 +988,35 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
       out.notes.push_back(text);
     }
   }
-  for (const RankView& v : job.ranks) {
-    for (size_t i = 0; i < v.also.size() && i < 3; ++i) {
-      out.notes.push_back("note: rank " + std::to_string(v.rank) + " is pid " + std::to_string(v.pid) +
-                          "; also claimed by " + v.also[i] + ", shown beside it");
+  // Two looks and nobody moved, but a culprit is outside any call: it may
+  // be computing slowly (a long step, a sleep), and then the others will go
+  // on. Nothing showed it working, nothing shows it stuck: said so.
+  if (out.compared && out.verdict == Verdict::kHang) {
+    RankSet computing;
+    for (const Culprit& c : out.culprits) {
+      if (job.ranks[size_t(c.rank)].state == RankState::kCompute) computing.Add(c.rank);
     }
+    if (!computing.Empty()) {
+      out.notes.push_back("no rank moved between the two looks, but " + computing.Named() +
+                          (computing.Count() == 1 ? " is" : " are") +
+                          " outside any call: if it only computes slowly, the others will go on (look again later)");
+    }
+  }
+  // Processes beside the ranks (a wrapper shell that does not exec, a
+  // child with the rank's environment): one line for all of them.
+  RankSet claimed;
+  std::string example;
+  size_t others = 0;
+  for (const RankView& v : job.ranks) {
+    if (v.also.empty()) continue;
+    claimed.Add(v.rank);
+    others += v.also.size();
+    if (example.empty()) example = "rank " + std::to_string(v.rank) + " is pid " + std::to_string(v.pid) + ", beside " + v.also[0];
+  }
+  if (!claimed.Empty()) {
+    out.notes.push_back("note: " + std::to_string(others) + " other process(es) also claim " + claimed.Named(24) +
+                        " (a wrapper shell, a child with the rank's environment); each rank is the process that "
+                        "initialized the library (" + example + ")");
   }
   for (const std::string& dup : job.duplicates) out.notes.push_back("note: " + dup);
 }

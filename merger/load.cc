@@ -129,7 +129,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     std::string err;
     std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings);
     if (!err.empty()) job.warnings.push_back(err);
-    else if (found.empty() && load::FindNodeDumps(p).empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
+    else if (found.empty() && FindNodeDumps(p).empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
     files.insert(files.end(), found.begin(), found.end());
   }
   int nthreads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));

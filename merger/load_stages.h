@@ -81,9 +81,6 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
 // program: a rank's Python location is the program's line that called it.
 bool IsLibraryFile(const std::string& file);
 
-// The folders under `path` that hold a dump's node.json: the path itself
-// and its subfolders one level down (OUT/<host>/). Links are not followed.
-std::vector<std::string> FindNodeDumps(const std::string& path);
 void AddUntracedRanks(const std::vector<std::string>& paths, Job* job);
 
 // --- DecideRankStates --------------------------------------------------------------------

@@ -1,5 +1,8 @@
 #include "merger/node_dump.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include <fstream>
 
 namespace hangtrace {
@@ -180,6 +183,22 @@ bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error)
     return false;
   }
   return NodeFromJson(j, node, error);
+}
+
+std::vector<std::string> FindNodeDumps(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
+  auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
+  if (has(path)) out.push_back(path);
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    // Types from the listing (no stat per trace file); links not followed.
+    std::error_code e2;
+    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path())) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hangtrace

@@ -67,6 +67,10 @@ Frame FrameFromJson(const nlohmann::json& j);
 nlohmann::json NodeToJson(const NodeDump& node);
 // False with a sentence in `error` when `j` is not a node dump.
 bool NodeFromJson(const nlohmann::json& j, NodeDump* node, std::string* error);
+// The folders under `path` that hold a dump's node.json: the path itself
+// and its subfolders one level down (OUT/<host>/). Links are not followed.
+std::vector<std::string> FindNodeDumps(const std::string& path);
+
 // Reads FOLDER/node.json; false (error "" when there is none).
 bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error);
 

@@ -3,7 +3,6 @@
 // every file is read, named (once per distinct frame), mixed with their
 // Python frames, and read for the call each rank is blocked in.
 #include <algorithm>
-#include <filesystem>
 #include <unordered_map>
 
 #include "merger/load_stages.h"
@@ -67,22 +66,6 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
     }
     v->stacks.push_back(std::move(t));
   }
-}
-
-std::vector<std::string> FindNodeDumps(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
-  auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
-  if (has(path)) out.push_back(path);
-  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    // Types from the listing (no stat per trace file); links not followed.
-    std::error_code e2;
-    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path())) out.push_back(it->path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // Ranks a dump found without a trace file: from their environment and stacks.

@@ -20,7 +20,17 @@
  *             and a dup of world, a barrier on each; exits 0
  *   oom PROCS rank 1 joins the memory cgroup PROCS and eats memory until the
  *                OOM killer ends it; the others wait in a barrier
+ *   stuck     after five Allreduces on world, rank 1 waits in MPI_Recv from
+ *             rank 0 (tag 7) instead of the sixth, which the others wait in:
+ *             hung until killed (rank 0 prints "stuck" once every rank is
+ *             in place, to stdout)
+ *   slow [S]  rank 1 sleeps S (8) seconds before the sixth Allreduce, then
+ *             every rank finishes; exits 0
+ *   lock F    rank 0 takes a lock on file F (fcntl) and holds it through an
+ *             Allreduce; the others wait for the lock before theirs: a
+ *             cycle through the lock, hung until killed
  */
+#include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
@@ -164,6 +174,47 @@ __attribute__((noinline)) static void sigstop(void) {
   MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 }
 
+/* Five collectives that complete, then the sixth, where rank 1 goes astray. */
+__attribute__((noinline)) static void stuck(void) {
+  int x = 1, y = 0, never = 0;
+  for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("stuck\n");
+    fflush(stdout);
+  }
+  if (rank == 1) MPI_Recv(&never, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
+}
+
+__attribute__((noinline)) static void slow(int seconds) {
+  int x = 1, y = 0;
+  for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("slow\n");
+    fflush(stdout);
+  }
+  if (rank == 1) sleep((unsigned)seconds);
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+__attribute__((noinline)) static void lock(const char* path) {
+  int x = 1, y = 0;
+  int fd = open(path, O_RDWR | O_CREAT, 0600);
+  check(fd >= 0, "open the lock file");
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (rank == 0) check(fcntl(fd, F_SETLKW, &l) == 0, "lock");  /* held through the Allreduce */
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank != 0) check(fcntl(fd, F_SETLKW, &l) == 0, "lock");  /* waits for rank 0, which waits for us */
+  if (rank == 0) {
+    usleep(300 * 1000);
+    printf("lock\n");
+    fflush(stdout);
+  }
+  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  close(fd);
+}
+
 static MPI_Comm thread_comm;
 static void* p2p_thread(void* arg) {
   (void)arg;
@@ -274,6 +325,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else if (!strcmp(mode, "unnamed")) unnamed();
+  else if (!strcmp(mode, "stuck")) stuck();
+  else if (!strcmp(mode, "slow")) slow(argc > 2 ? atoi(argv[2]) : 8);
+  else if (!strcmp(mode, "lock")) lock(argc > 2 ? argv[2] : "/tmp/hangtrace-lock-test");
   else check(0, "unknown mode");
   MPI_Finalize();
   return 0;

@@ -21,8 +21,8 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   lock       rank 0 takes a file lock and enters an all-reduce; the others
              wait for the lock before theirs (a cycle through the lock)
   slow       rank 1 sleeps 20 s in step 1, then every rank finishes
-Each scenario but ok prints "hung" on rank 0's stderr once it is in place
-(abort: never, it ends).
+Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
+ddp: rank 1; abort: never, it ends).
 """
 import fcntl
 import os
@@ -51,8 +51,8 @@ def main():
     for _ in range(3):
         dist.all_reduce(t)
 
-    def hung():
-        if rank == 0:
+    def hung(who=0):
+        if rank == who:
             print("hung", file=sys.stderr, flush=True)
 
     if scenario == "ok":
@@ -72,7 +72,7 @@ def main():
         batches = 3 + (1 if rank == 0 else 0)
         for _ in range(batches):
             model(torch.randn(4, 8)).sum().backward()
-        hung()
+        hung(who=1)  # rank 0 never gets here
         dist.barrier()
     elif scenario == "p2p":
         peer = rank ^ 1

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# Hung jobs as users meet them: ended the ways jobs end (a launcher's
+# SIGTERM or SIGKILL, every process killed, a rank killed first), clean and
+# slow jobs, and jobs whose calls hangtrace does not trace (torch.distributed
+# on gloo, Fortran MPI, MPICH). Each scenario checks the verdict against what
+# the job really did; none may be called "no-hang" while it hangs.
+#   tests/jobs/test_hung_jobs.sh BUILD_DIR SCENARIO
+# SCENARIO (C programs: tests/mpi/mpi_prog.c; Python: tests/python/):
+#   mpi-term-launcher     traced, rank 1 skips an Allreduce (mode stuck); the
+#                         watchdog flags every call; mpirun gets SIGTERM: the
+#                         hang stands, with how the job was torn down
+#   mpi-kill-launcher     the same, mpirun SIGKILLed (the ranks exit from
+#                         Open MPI's progress thread, inside their calls)
+#   mpi-kill-all          the same, every process SIGKILLed at once
+#   mpi-rank-killed-first rank 2 SIGKILLed, mpirun SIGTERMed 2 s later: a crash,
+#                         rank 2 died first
+#   mpi-clean             a run that exits 0: no-hang
+#   mpi-slow              rank 1 sleeps 8 s, then all finish: two looks during
+#                         the stall say so (never no-hang, never without the
+#                         caveat); after the end, no-hang
+#   mpi-lock              rank 0 holds a file lock through an Allreduce the
+#                         others wait for the lock before: a deadlock, rank 0
+#                         (from the trace and the dump's /proc/locks)
+#   mpi-child-shell       each rank runs under a shell that does not exec
+#                         (it holds the rank's environment too): the MPI process
+#                         is the rank, whatever the reading order
+#   mpi4py-term-launcher  tests/python/seed_hang.py traced, SIGTERM to mpirun:
+#                         the hang stands, with its Python line
+#   torch-{skip,barrier,ddp,p2p,lock}
+#                         tests/python/torch_hang.py untraced on gloo, dumped
+#                         by mpirun's pid: each rank's torch.distributed call
+#   torch-traced-skip     traced: the trace is silent (gloo is not wrapped), so
+#                         `unknown`, never no-hang; with a dump, the hang
+#   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
+#   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
+#                         no-hang, and name the sleeping rank
+#   torch-ok              traced, runs to the end: no call was traced, so no
+#                         file is left, and the analysis says so (exit 1)
+#   fortran, fortran-f08  `use mpi` / `use mpi_f08` under Open MPI, traced:
+#                         `unknown` from the silent trace; a dump places them
+#   mpich, mpich-fortran  C and Fortran built with MPICH, mpirun.mpich: the same
+set -euo pipefail
+build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
+scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+hangtrace=$build/bin/hangtrace
+work=$(mktemp -d /tmp/hangtrace-jobs-XXXXXX)
+job_pid=""
+cleanup() {
+  if [ -n "$job_pid" ]; then
+    kill -CONT -- "-$job_pid" 2>/dev/null || true
+    kill -9 -- "-$job_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  [ -n "${fail_detail:-}" ] && echo "$fail_detail" >&2
+  echo "FAIL: $scenario: $*" >&2
+  for f in report.txt report.json analyze.err dump.err job.out; do
+    [ -f "$work/$f" ] && { echo "--- $f"; head -50 "$work/$f"; }
+  done >&2
+  exit 1
+}
+skip() {
+  echo "SKIP: $scenario: $*"
+  exit 77
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export TMPDIR=$work/tmp HANGTRACE_JOBS_TEST=$work  # the ranks of this run carry it in their environment
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000))
+mkdir -p "$TMPDIR"
+cd "$work"
+
+start() {  # a job in a process group of its own; its output in job.out
+  setsid "$@" > job.out 2>&1 &
+  job_pid=$!
+  disown "$job_pid"
+}
+traced() { echo "$hangtrace" run --dir "$work/traces" --job job --timeout 2; }
+wait_for() {  # $1 tries of 0.1 s until "${@:2}" succeeds, while the job runs
+  local tries=$1
+  shift
+  for _ in $(seq "$tries"); do "$@" && return 0; kill -0 "$job_pid" 2>/dev/null || return 1; sleep 0.1; done
+  return 1
+}
+# Whether a process of this run is alive (the ranks carry HANGTRACE_JOBS_TEST;
+# a launcher may put them in process groups of their own).
+job_alive() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = $$ ] && continue
+    grep -qs "HANGTRACE_JOBS_TEST=$work" "$p/environ" 2>/dev/null && return 0
+  done
+  return 1
+}
+job_ended() {  # waits up to $1 s for the job's processes to be gone
+  for _ in $(seq $(($1 * 5))); do
+    job_alive || return 0
+    sleep 0.2
+  done
+  return 1
+}
+says() { grep -q "$1" job.out; }
+watchdog_lines() { [ "$(grep -c 'hangtrace: watchdog:' job.out)" -ge "$1" ]; }
+# The pid of rank $2 among the processes named $1 of this run.
+rank_pid() {
+  local p env
+  for p in $(pgrep -x "$1"); do
+    env=$( { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null) || continue
+    if grep -qx "HANGTRACE_JOBS_TEST=$work" <<< "$env" && grep -qE "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2\$" <<< "$env"; then
+      echo "$p"
+      return 0
+    fi
+  done
+}
+launcher() { pgrep -g "$job_pid" -x "${1:-mpirun}" | head -1 || true; }
+# The analysis as text and JSON; its exit status in $status.
+analyze() {
+  status=0
+  "$hangtrace" analyze "$@" > report.txt 2> analyze.err || status=$?
+  "$hangtrace" analyze "$@" --format json > report.json 2>> analyze.err || true
+}
+dump_launcher() {  # hangtrace dump -p <launcher pid> into $1
+  local pid
+  pid=$(launcher "${2:-mpirun}")
+  [ -n "$pid" ] || fail "no ${2:-mpirun} to dump"
+  "$hangtrace" dump -p "$pid" --out "$1" 2> dump.err > /dev/null || fail "dump failed"
+}
+# check KEY=VALUE ...: verdict=V, culprits=0,2 (exactly), exit=N, note=TEXT
+# (in a note), summary=TEXT (in the summary), op:RANKS=OP (the class of
+# those ranks), notverdict=V, why:RANK=TEXT (in that culprit's reason).
+check() {
+  python3 - "$status" "$@" <<'EOF' || fail "the report is not what the job did"
+import json, sys
+status, checks = int(sys.argv[1]), sys.argv[2:]
+j = json.load(open("report.json"))
+bad = []
+for c in checks:
+    key, _, want = c.partition("=")
+    if key == "verdict" and j["verdict"] != want: bad.append(f"verdict {j['verdict']}, want {want}")
+    if key == "notverdict" and j["verdict"] == want: bad.append(f"verdict {want}")
+    if key == "exit" and status != int(want): bad.append(f"exit status {status}, want {want}")
+    if key == "culprits":
+        got = sorted(c["rank"] for c in j["culprits"])
+        exp = sorted(int(x) for x in want.split(",")) if want else []
+        if got != exp: bad.append(f"culprits {got}, want {exp}")
+    if key == "note" and not any(want in n for n in j["notes"]): bad.append(f"no note with {want!r}")
+    if key == "summary" and want not in j["summary"]: bad.append(f"summary without {want!r}")
+    if key.startswith("op:"):
+        ranks = key[3:]
+        g = [g for g in j["groups"] if g["ranks"] == ranks]
+        if not g: bad.append(f"no class of ranks {ranks}")
+        elif g[0]["op"] != want: bad.append(f"ranks {ranks}: op {g[0]['op']}, want {want}")
+    if key.startswith("why:"):
+        r = int(key[4:])
+        k = [c for c in j["culprits"] if c["rank"] == r]
+        if not k or want not in k[0]["why"]: bad.append(f"culprit {r} without {want!r}")
+for b in bad: print("  " + b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+need() { command -v "$1" > /dev/null || skip "$1 is not installed (./scripts/setup.sh installs $2)"; }
+
+# A traced C job (mpi_prog MODE) on 4 ranks, watched until every rank's
+# watchdog flagged its call.
+start_stuck() {
+  start $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" stuck
+  wait_for 300 says stuck || fail "the job never got stuck"
+  wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
+}
+torch_job() {  # untraced torch_hang.py SCENARIO on 4 ranks, in place
+  need python3 python3-torch
+  /usr/bin/python3 -c "import torch.distributed" 2> /dev/null || skip "python3-torch is not installed"
+  start "$@" mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" "$torch_scenario"
+  wait_for 600 says hung || fail "the job never got in place"
+  sleep 1.5  # every rank into its call
+}
+
+case "$scenario" in
+  mpi-term-launcher | mpi-kill-launcher | mpi-kill-all)
+    start_stuck
+    case "$scenario" in
+      mpi-term-launcher) kill -TERM "$(launcher)" ;;
+      mpi-kill-launcher) kill -KILL "$(launcher)" ;;
+      mpi-kill-all) kill -KILL -- "-$job_pid" ;;
+    esac
+    job_ended 20 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=hang exit=3 culprits=1 why:1="never entered MPI_Allreduce #6 on world" op:0,2-3=allreduce \
+      note="the job has ended" note="watchdog flagged"
+    [ "$scenario" = mpi-kill-all ] || check note="then the job was torn down"
+    ;;
+  mpi-rank-killed-first)
+    start_stuck
+    victim=$(rank_pid mpi_prog 2)
+    [ -n "$victim" ] || fail "rank 2 not found"
+    kill -KILL "$victim"
+    sleep 2
+    # mpirun may have torn the job down itself by now (it sees rank 2 die).
+    pid=$(launcher)
+    [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
+    job_ended 20 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=crash culprits=2 why:2="died first"
+    ;;
+  mpi-clean)
+    start $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" families
+    job_ended 60 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=no-hang exit=0 summary="every rank exited"
+    ;;
+  mpi-slow)
+    start $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" slow 8
+    wait_for 300 says slow || fail "the job never started its slow step"
+    sleep 1
+    analyze "$work/traces/job" --interval 1
+    check notverdict=no-hang culprits=1 note="outside any call"
+    job_ended 60 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=no-hang exit=0
+    ;;
+  mpi-lock)
+    start $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" lock "$work/lockfile"
+    wait_for 300 says lock || fail "the job never got in place"
+    sleep 0.5
+    analyze "$work/traces/job"  # no stacks yet: the trace alone
+    check verdict=hang culprits=1,2,3 why:1="no stacks say whether it computes or waits"
+    dump_launcher "$work/dump"
+    analyze "$work/dump"
+    check verdict=deadlock culprits=0 why:0="holds the file lock on $work/lockfile that ranks 1-3 wait for"
+    ;;
+  mpi-child-shell)
+    # sh -c '... ; true' does not exec its last command: the shell holds the
+    # rank's environment beside the MPI process, and is named a rank's file.
+    start $(traced) mpirun -np 4 --oversubscribe sh -c "\"$build/tests/mpi_prog\" stuck; true"
+    wait_for 300 says stuck || fail "the job never got stuck"
+    wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
+    [ "$(find "$work/traces/job" -name '*.htrace' | wc -l)" -gt 4 ] || fail "no shell left a file of its own"
+    for threads in 1 2 8; do
+      analyze "$work/traces/job" --threads $threads
+      check verdict=hang culprits=1 op:0,2-3=allreduce note="also claim ranks 0-3"
+    done
+    ;;
+  mpi4py-term-launcher)
+    need python3 python3-mpi4py
+    start $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/seed_hang.py" --hang-rank 3 --steps 50
+    wait_for 600 watchdog_lines 4 || fail "the watchdog did not flag every rank"
+    kill -TERM "$(launcher)"
+    job_ended 20 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=hang exit=3 culprits=3 why:3="never entered MPI_Bcast" why:3="seed_hang.py:" note="the job has ended"
+    ;;
+  torch-skip | torch-barrier | torch-ddp | torch-p2p | torch-lock)
+    torch_scenario=${scenario#torch-}
+    torch_job
+    dump_launcher "$work/dump"
+    analyze "$work/dump"
+    case "$torch_scenario" in
+      skip) check verdict=hang exit=3 op:0-1,3=allreduce op:2=bcast summary="torch_hang.py:" ;;
+      barrier) check verdict=hang op:0-1,3=allreduce op:2=barrier ;;
+      ddp) check verdict=hang op:1-3=barrier op:0=allreduce ;;
+      p2p) check verdict=hang op:0-3=recv note="none sends" ;;
+      lock) check verdict=deadlock culprits=0 why:0="holds the file lock" ;;
+    esac
+    ;;
+  torch-traced-skip)
+    torch_scenario=skip
+    torch_job $(traced)
+    analyze "$work/traces/job"
+    check verdict=unknown exit=1 summary="none recorded a call" summary="hangtrace dump"
+    dump_launcher "$work/dump"
+    analyze "$work/dump"
+    check verdict=hang exit=3 op:0-1,3=allreduce op:2=bcast
+    ;;
+  torch-abort)
+    need python3 python3-torch
+    start $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" abort
+    job_ended 90 || fail "the job did not end"
+    analyze "$work/traces/job"
+    check verdict=crash exit=3 culprits=1 why:1="crashed with SIGABRT"
+    ;;
+  torch-slow)
+    torch_scenario=slow
+    torch_job
+    dump_launcher "$work/dump1"
+    sleep 2
+    dump_launcher "$work/dump2"
+    analyze "$work/dump2" --earlier "$work/dump1"
+    check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
+    analyze "$work/dump2" --interval 1  # a dump does not move: refused
+    [ "$status" = 2 ] || fail "--interval on a dump: exit $status, want 2"
+    ;;
+  torch-ok)
+    need python3 python3-torch
+    start $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" ok
+    job_ended 90 || fail "the job did not end"
+    grep -q "done 3" job.out || fail "the job did not finish"
+    # No traced call (gloo is not wrapped) and exit 0: the empty files are
+    # removed, and the analysis says there is nothing, never no-hang.
+    status=0
+    "$hangtrace" analyze "$work/traces/job" > report.txt 2> analyze.err || status=$?
+    [ "$status" = 1 ] || fail "analyze of a job that left no file: exit $status, want 1"
+    grep -q "made no traced call" analyze.err || fail "analyze does not say why there is no file"
+    ;;
+  fortran | fortran-f08 | mpich | mpich-fortran)
+    case "$scenario" in
+      fortran) prog=stuck_fortran run=mpirun ;;
+      fortran-f08) prog=stuck_fortran_f08 run=mpirun ;;
+      mpich) prog=stuck_mpich run=mpirun.mpich ;;
+      mpich-fortran) prog=stuck_fortran_mpich run=mpirun.mpich ;;
+    esac
+    [ -x "$build/tests/other/$prog" ] || skip "$prog was not built (./scripts/setup.sh installs gfortran, mpich)"
+    args=(-np 4)
+    [ "$run" = mpirun ] && args+=(--oversubscribe)
+    extra=()
+    [ "$prog" = stuck_mpich ] && extra=(stuck)
+    start $(traced) "$run" "${args[@]}" "$build/tests/other/$prog" "${extra[@]}"
+    wait_for 300 says stuck || fail "the job never got stuck"
+    sleep 1
+    analyze "$work/traces/job"
+    check verdict=unknown exit=1 summary="none recorded a call"
+    dump_launcher "$work/dump" "$run"
+    analyze "$work/dump"
+    check verdict=hang exit=3 op:0,2-3=allreduce op:1=recv
+    ;;
+  *) fail "unknown scenario" ;;
+esac
+echo "ok $scenario"
