@@ -51,6 +51,13 @@ cleanup() {
     kill -CONT -- "-$job_pid" 2>/dev/null || true
     kill -9 -- "-$job_pid" 2>/dev/null || true
   fi
+  # The ranks may sit in process groups of their own (a launcher's doing):
+  # every process of this run carries the marker in its environment.
+  local p
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = $$ ] && continue
+    grep -qs "HANGTRACE_JOBS_TEST=$work" "$p/environ" 2>/dev/null && kill -9 "${p#/proc/}" 2>/dev/null
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -69,7 +76,7 @@ skip() {
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export TMPDIR=$work/tmp HANGTRACE_JOBS_TEST=$work  # the ranks of this run carry it in their environment
-export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000))
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) TORCH_HANG_LOCK=$work/torch.lock
 mkdir -p "$TMPDIR"
 cd "$work"
 
