@@ -21,10 +21,11 @@ int LsCommand(int argc, char** argv);        // ls.cc
 int CleanCommand(int argc, char** argv);     // clean.cc
 
 // Exit status of every subcommand that judges a job (analyze, srun-dump):
-// documented in --help and docs/USAGE.md.
+// documented in --help and the README ("Exit status").
 enum ExitStatus : int {
   kExitNoHang = 0,      // nothing wrong found (or a command that succeeded)
-  kExitCouldNot = 1,    // could not analyze: no readable file, a path that cannot be used
+  kExitCouldNot = 1,    // could not analyze: no readable file, a path that cannot be used;
+                        // or the verdict is `unknown` (the evidence cannot decide)
   kExitUsage = 2,       // a usage error
   kExitFound = 3,       // a hang, deadlock, mismatch or crash was found
 };

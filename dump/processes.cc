@@ -155,6 +155,16 @@ std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::st
     if (!node.empty() && !r.slurm_node.empty() && r.slurm_node != node) continue;
     ranked[pid] = r;
   }
+  // The batch script's shell (and the srun it runs) carries the job's
+  // variables, SLURM_PROCID=0 among them, but is no rank: it belongs to no
+  // numbered step. Where the job has numbered steps, only theirs are ranks.
+  auto numbered = [](const std::string& step) {
+    return !step.empty() && step.find_first_not_of("0123456789") == std::string::npos;
+  };
+  const bool any_numbered = std::any_of(ranked.begin(), ranked.end(), [&](const auto& kv) { return numbered(kv.second.slurm_step); });
+  if (any_numbered) {
+    for (auto it = ranked.begin(); it != ranked.end();) it = numbered(it->second.slurm_step) ? std::next(it) : ranked.erase(it);
+  }
   return Topmost(ranked, parents);
 }
 

@@ -29,7 +29,7 @@ int hangtrace_region(const char* name);
 int hangtrace_begin(int region, uint64_t arg);
 int hangtrace_end(int region);
 
-/* A point event with a label (first 40 bytes kept). */
+/* A point event with a label (its first 39 bytes kept). */
 int hangtrace_mark(const char* label);
 
 /* Captures the native stacks of all threads into the trace file now;

@@ -7,10 +7,12 @@
 //   BuildWaitGraph  who each class waits for; edges between classes
 //   FindComponents  strongly connected components: sinks and cycles
 //   FindMismatches  collectives whose members passed different arguments
-//   FindDeaths      processes that died without an exit record, and the first
+//   FindDeaths      how processes ended: killed, SIGTERMed, exited inside a
+//                   call; which died first, which crashed first
 //   ApplyBlameRules the culprits, one named rule per kind of component
 //                   (blame_rules.cc, table kBlameRules)
-//   DecideVerdict   hang, deadlock, mismatch, crash or no-hang
+//   DecideVerdict   hang, deadlock, mismatch, crash, no-hang (from evidence)
+//                   or unknown
 //   Summarize       the one sentence
 #pragma once
 
@@ -147,7 +149,5 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier);
 // Every process of the job has ended (none is known to run).
 bool JobEnded(const Job& job);
 
-// " at f (file.py:12)" for a Python frame id of Job::frames, "" for -1.
-std::string WhereInProgram(const Job& job, int64_t frame);
 
 }  // namespace hangtrace::diagnose

@@ -174,33 +174,8 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   // Faults: validate, and find the step where they strike.
   int fault_step = c.steps;  // no fault: every step completes
   for (trainer::Fault& f : c.faults) {
-    if (f.rank >= topo.world) {
-      *error = std::string(f.name()) + ": rank " + std::to_string(f.rank) + " is outside the job (" + std::to_string(topo.world) + " ranks)";
-      return false;
-    }
     if (f.step < 0) f.step = c.steps - 1;
-    if (f.step >= c.steps) {
-      *error = std::string(f.name()) + ": step " + std::to_string(f.step) + " is past the last step (" + std::to_string(c.steps - 1) + ")";
-      return false;
-    }
-    int stage = topo.P(f.rank);
-    if (f.kind == FaultKind::kSeedHang && stage != c.pp - 1) {
-      *error = "seed-hang: rank " + std::to_string(f.rank) + " is not a last pipeline stage, so not the root of a loss broadcast (try rank " +
-               std::to_string(topo.Rank(topo.T(f.rank), c.pp - 1, topo.D(f.rank))) + ")";
-      return false;
-    }
-    if ((f.kind == FaultKind::kRoot || f.kind == FaultKind::kP2pDeadlock) && c.pp < 2) {
-      *error = std::string(f.name()) + " needs a pipeline (pp >= 2)";
-      return false;
-    }
-    if (f.kind == FaultKind::kP2pDeadlock && stage == c.pp - 1) {
-      *error = "p2p-deadlock: rank " + std::to_string(f.rank) + " is the last stage; name a rank with a next stage";
-      return false;
-    }
-    if ((f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype) && c.tp < 2) {
-      *error = std::string(f.name()) + " needs tensor parallelism (tp >= 2): the mismatch is at a TP all-reduce";
-      return false;
-    }
+    if (!trainer::CanInject(f, trainer::Shape{c.tp, c.pp, c.dp}, c.steps, error)) return false;
     if (f.kind != FaultKind::kStraggler) fault_step = std::min(fault_step, f.step);
   }
 
@@ -209,7 +184,6 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   std::unordered_map<int, std::vector<Op>> own;  // rank -> its tail program
   std::vector<int64_t> halt(size_t(topo.world), -1);
   std::vector<bool> crashed(size_t(topo.world), false);
-  RankSet culprits;
   auto tail_of = [&](int r) -> std::vector<Op>& {
     auto it = own.find(r);
     if (it == own.end()) {
@@ -221,7 +195,6 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   };
   for (const trainer::Fault& f : c.faults) {
     if (f.kind == FaultKind::kStraggler) continue;
-    culprits.Add(f.rank);
     std::vector<Op>& t = tail_of(f.rank);
     const size_t base = size_t(f.step - fault_step) * step_size(f.rank);
     std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
@@ -245,7 +218,6 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     } else if (f.kind == FaultKind::kP2pDeadlock) {
       // This stage and the next both send first, synchronously.
       int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
-      culprits.Add(next);
       std::vector<Op>& tn = tail_of(next);
       tn.insert(tn.begin() + long(size_t(f.step - fault_step) * step_size(next)), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
       step[FirstOf(step, kPp, kSend)].call = kSsend;
@@ -520,11 +492,16 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
   }
 
   // --- the truth ------------------------------------------------------------------
+  // The verdict and culprits are the catalogue's (trainer/faults.h: one
+  // decision with the trainer); where the ranks wait is the engine's.
   std::string verdict = "no-hang";
   std::string fault = "none";
+  std::vector<int> culprit_list;
   for (const trainer::Fault& f : c.faults) {
+    const trainer::FaultTruth t = trainer::TruthOf(f, trainer::Shape{c.tp, c.pp, c.dp});
     fault = f.name();
-    verdict = trainer::Info(f.kind).verdict;
+    verdict = t.verdict;
+    culprit_list = t.culprits;
     if (f.kind != FaultKind::kStraggler) break;
   }
   std::map<std::pair<std::string, std::string>, RankSet> stuck;
@@ -535,7 +512,7 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     stuck[{fmt::OpName(kCalls[op.call].op), topo.Label(op.kind, r)}].Add(r);
   }
   nlohmann::json truth = {{"schema", "hangtrace.truth/1"}, {"fault", fault}, {"verdict", verdict}};
-  truth["culprits"] = verdict == "no-hang" ? std::vector<int32_t>{} : culprits.Ranks();
+  truth["culprits"] = culprit_list;
   truth["stuck"] = nlohmann::json::array();
   for (const auto& [key, ranks] : stuck) {
     truth["stuck"].push_back({{"ranks", ranks.ToString()}, {"op", key.first}, {"comm", key.second}});

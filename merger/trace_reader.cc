@@ -212,11 +212,27 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
 
   // Threads and their lanes.
   const uint8_t* threads = section(fmt::kSecThreads, sizeof(fmt::ThreadSlot), "thread table");
-  const uint8_t* ring = section(fmt::kSecRing, sizeof(fmt::Record), "event ring");
   const uint32_t lane_slots = h.lane_slots;
+  // The ring is read lane by lane: in a file cut short (a full disk, a
+  // copy that stopped), the lanes that are whole are kept, not dropped with
+  // the section.
+  const fmt::Section& ring_sec = h.sections[fmt::kSecRing];
+  uint64_t lanes_present = UINT64_MAX;
+  const uint8_t* ring = nullptr;
+  if (ring_sec.count && ring_sec.entry_size == sizeof(fmt::Record) && ring_sec.offset >= fmt::kHeaderSize &&
+      ring_sec.offset % 8 == 0 && ring_sec.offset < size && IsPowerOfTwo(lane_slots) &&
+      (unsigned __int128)ring_sec.offset + (unsigned __int128)ring_sec.count * ring_sec.entry_size > size) {
+    lanes_present = (size - ring_sec.offset) / (uint64_t(lane_slots) * sizeof(fmt::Record));
+    s.warnings.push_back("event ring cut short: " + std::to_string(lanes_present) + " whole lane(s) of " +
+                         std::to_string(h.sections[fmt::kSecThreads].count) + " present; the records of the "
+                         "threads past them are lost");
+    ring = data + ring_sec.offset;
+  } else {
+    ring = section(fmt::kSecRing, sizeof(fmt::Record), "event ring");
+  }
   bool lanes_ok = ring && threads && IsPowerOfTwo(lane_slots) &&
-                  uint64_t(lane_slots) * h.sections[fmt::kSecThreads].count <= h.sections[fmt::kSecRing].count &&
-                  h.sections[fmt::kSecRing].entry_size == sizeof(fmt::Record);
+                  uint64_t(lane_slots) * h.sections[fmt::kSecThreads].count <= ring_sec.count &&
+                  ring_sec.entry_size == sizeof(fmt::Record);
   if (ring && threads && !lanes_ok) s.warnings.push_back("event ring skipped: lane layout is inconsistent");
   if (threads) {
     uint32_t n = std::min(load32(&live_counters->thread_count), h.sections[fmt::kSecThreads].count);
@@ -239,7 +255,7 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       t.watchdog_flagged = t.in_call && slot.watchdog_ticks == slot.current.ticks;
       if (t.tid != 0) s.threads.push_back(t);
 
-      if (!lanes_ok || !options.events || t.head == 0) continue;
+      if (!lanes_ok || !options.events || t.head == 0 || i >= lanes_present) continue;
       // The lane, oldest readable record first; probe one past the head (a
       // writer that died between commit and head update).
       const auto* lane = reinterpret_cast<const fmt::Record*>(ring) + uint64_t(i) * lane_slots;
@@ -291,7 +307,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       st.reason = fmt::StackReason(slot.reason);
       st.status = fmt::StackStatus(slot.status);
       st.ticks = slot.ticks;
-      uint32_t nf = std::min(slot.nframes, fmt::kMaxFrames);
+      // Frames only from a slot its thread finished (no version word: the
+      // status is stored after the frames); a pending one may be half written.
+      const bool finished = st.status == fmt::StackStatus::kDone || st.status == fmt::StackStatus::kTruncated;
+      uint32_t nf = finished ? std::min(slot.nframes, fmt::kMaxFrames) : 0;
       for (uint32_t f = 0; f < nf; ++f) {
         slot.frames[f].symbol[fmt::kSymbolLen - 1] = '\0';
         st.frames.push_back(slot.frames[f]);

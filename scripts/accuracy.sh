@@ -13,17 +13,11 @@ work=$(mktemp -d /tmp/hangtrace-accuracy-XXXXXX)
 rows=()
 pass=0 total=0
 
-# Ranks where a fault makes sense: the first and the last eligible one.
+# Ranks where a fault can strike: the first and the last the catalogue
+# allows (trainer/faults.h, through the trainer's --list-faults).
 eligible() {  # fault tp pp dp
-  local f=$1 tp=$2 pp=$3 dp=$4 r stage out=()
-  for ((r = 0; r < tp * pp * dp; r++)); do
-    stage=$(((r / tp) % pp))
-    [ "$f" = seed-hang ] && [ $stage -ne $((pp - 1)) ] && continue
-    [ "$f" = p2p-deadlock ] && [ $stage -eq $((pp - 1)) ] && continue
-    [ "$f" = swap ] && [ $pp -gt 2 ] && [ $stage -ne $((pp - 1)) ] && continue  # see docs/TRAINER.md
-    out+=($r)
-  done
-  echo "${out[0]} ${out[-1]}"
+  build/bin/hangtrace-trainer --list-faults --tp "$2" --pp "$3" --dp "$4" |
+    awk -v f="$1" '$1 == f && $3 != "-" { n = split($3, r, ","); print r[1], r[n] }'
 }
 
 for topo in "${topologies[@]}"; do

@@ -59,6 +59,16 @@ TEST(Cli, AnalyzeExitStatusTellsTheVerdict) {
   EXPECT_EQ(Cli({"analyze", "--help"}).exit_code, 0);
 }
 
+TEST(Cli, AnOutputThatCannotBeWrittenIsSaidAndFailsTheCommand) {
+  TempDir dir;
+  Simulate(dir, "hung", "stop@rank=1");
+  for (const char* option : {"--dot", "--perfetto"}) {
+    ProgramResult r = Cli({"analyze", dir.path() + "/hung", option, dir.path() + "/no/such/folder/out"});
+    EXPECT_EQ(r.exit_code, 1) << option << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write " + dir.path() + "/no/such/folder/out"), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, AFolderOfSeveralJobsIsRefusedWithTheJobsListed) {
   // The default parent folder after a few runs: mixing gave a different
   // verdict each time.

@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 
 #include "tests/test_util.h"
@@ -261,6 +262,30 @@ TEST(Dump, SaysWhenThereIsNothingToDump) {
   ProgramResult r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "nojob", "--out", out.path()}, {}, 30);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("nothing to dump"), std::string::npos) << r.err;
+}
+
+TEST(Dump, TheBatchScriptOfASlurmJobIsNoRank) {
+  // A batch script's shell carries the job's variables, SLURM_PROCID=0
+  // among them, but belongs to no numbered step: where the job has one, its
+  // processes are the ranks (it was counted as an untraced rank 0).
+  TempDir dir, out;
+  const std::string job = "77" + std::to_string(getpid());
+  testing::Started batch({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "2"}});
+  testing::Started rank0({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
+                                           {"SLURM_NPROCS", "2"}});
+  testing::Started rank1({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
+                                           {"SLURM_NPROCS", "2"}});
+  usleep(200 * 1000);  // each has exec'ed sleep
+  ProgramResult r =
+      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}, {}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string node;
+  for (const auto& e : std::filesystem::directory_iterator(out.path())) node = e.path().string() + "/node.json";
+  std::ifstream in(node);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::set<int> pids;
+  for (const auto& p : j["processes"]) pids.insert(p["pid"].get<int>());
+  EXPECT_EQ(pids, (std::set<int>{rank0.pid(), rank1.pid()})) << j.dump(1);
 }
 
 }  // namespace

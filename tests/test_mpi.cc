@@ -221,12 +221,18 @@ TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
              {"HANGTRACE_OFF", "1"}, {"HANGTRACE_DIR", "/proc/no-such-folder"}}) {
       TempDir dir;
       std::vector<std::string> argv = {"mpirun", "-np", "4", "--oversubscribe", "-x", var + "=" + value, HT_CLI, "run",
-                                       "--job", "job", "--"};
+                                       "--job", "job"};
+      // Off: the trace folder is a real one, and must stay empty. (With
+      // the folder that cannot be made, `run --dir` would override it.)
+      const bool off = var == "HANGTRACE_OFF";
+      if (off) argv.insert(argv.end(), {"--dir", dir.path()});
+      argv.push_back("--");
       if (load == Load::kLate) argv.insert(argv.end(), {HT_MPI_LATE, HT_MPI_LATE_LIB, "families"});
       else argv.insert(argv.end(), {HT_MPI_PROG, "families"});
       ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 60);
       EXPECT_EQ(r.exit_code, 0) << var << "=" << value << (load == Load::kLate ? " late" : " linked") << ": " << r.err;
       EXPECT_TRUE(testing::ListTraceFiles(dir.path()).empty());
+      if (!off) EXPECT_NE(r.err.find("not tracing pid"), std::string::npos) << "why it runs untraced: " << r.err;
     }
   }
 }

@@ -148,6 +148,40 @@ TEST(Runtime, DlsymRtldNextIsAnsweredForTheCaller) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
+TEST(Runtime, ALongLabelTakesOneCallTableEntryHoweverOftenItIsUsed) {
+  // A label longer than the call table keeps is stored cut; it must match
+  // itself the next time, or each mark takes a new entry until the table
+  // is full (it compared 40 bytes of a name stored in at most 39).
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"labels", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TraceSnapshot s = ReadOnly(dir);
+  size_t entries = 0;
+  for (const CallDesc& c : s.calls) entries += c.name.rfind("a_label_longer_than", 0) == 0;
+  EXPECT_EQ(entries, 1u);  // a name is one entry, marked or entered
+  EXPECT_EQ(CountKind(s, fmt::EventKind::kMark), 50u);
+}
+
+TEST(Runtime, AFileCutShortKeepsTheLanesThatAreWhole) {
+  // A file cut in its ring (a full disk, a copy that stopped) keeps the
+  // records of the lanes before the cut; the section was dropped whole.
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"events", "100"}, {{"HANGTRACE_KEEP", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> files = ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  ASSERT_EQ(truncate(files[0].c_str(), st.st_size - 4096), 0);
+  std::string err;
+  auto s = ReadTraceFile(files[0], &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 100u);
+  bool said = false;
+  for (const std::string& w : s->warnings) said |= w.find("event ring cut short") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Runtime, NormalExitIsRecordedWithItsCode) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"exit", "3"});

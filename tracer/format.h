@@ -33,9 +33,13 @@
 //   * Ring records: see tracer/lane.h for the commit protocol. A reader never
 //     accepts a record whose `commit` does not equal the value expected for
 //     that lane index, checked before and after copying.
-//   * ThreadSlot, StackSlot, CommEntry and the clock block are seqlocks: the
+//   * ThreadSlot, CommEntry and the clock block are seqlocks: the
 //     `version` word is odd while the owner writes; a reader copies, re-reads
 //     `version`, and retries (or gives up) when it changed or was odd.
+//   * StackSlot has no version word: its `status` is stored (release) after
+//     the frames are written, and a reader takes the frames of a slot only
+//     when its status is kDone or kTruncated (a kPending slot may be half
+//     written: its thread never answered, or is still writing).
 //   * Counters (ring head, table counts) are 64/32-bit aligned words written
 //     with atomic stores; a reader loads them once and clamps to capacity.
 //

@@ -585,7 +585,9 @@ uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags)
   uint32_t n = f->header->counters.call_count;
   uint16_t index = fmt::kNoCall;
   for (uint32_t i = 0; i < n; ++i) {
-    if (strncmp(f->calls[i].name, name, sizeof(f->calls[i].name)) == 0) {
+    // A name is stored cut to the field (CopyString keeps cap - 1 bytes):
+    // compared the same way, a long name matches itself.
+    if (strncmp(f->calls[i].name, name, sizeof(f->calls[i].name) - 1) == 0) {
       index = uint16_t(i);
       break;
     }

@@ -209,8 +209,9 @@ void RecordExit(int code);
 bool NameTraceFile();
 
 // Captures the stacks of all threads of this process into the file's stack
-// table (signals each thread; waits up to `timeout_ms` for each). Returns
-// the number captured. Not async-signal-safe; not for the record path.
+// table (signals each thread; waits up to `timeout_ms` in all: one deadline
+// for every thread). Returns the number captured. Not async-signal-safe;
+// not for the record path.
 int CaptureAllStacks(fmt::StackReason reason, int timeout_ms);
 
 const Config& RuntimeConfig();

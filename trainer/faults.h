@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace trainer {
 
@@ -124,6 +125,98 @@ inline bool ParseFault(const std::string& text, Fault* out, std::string* error) 
     return false;
   }
   return true;
+}
+
+// --- where a fault can strike, and what it must lead to ------------------------------
+// One decision for the trainer, the simulator, the tests and the accuracy
+// matrix: they all ask these, never decide it themselves. Ranks are
+// Megatron's order (TP fastest, then PP, then DP).
+
+struct Shape {
+  int tp = 1, pp = 1, dp = 1;
+  int World() const { return tp * pp * dp; }
+  int Stage(int rank) const { return (rank / tp) % pp; }
+  int Rank(int t, int p, int d) const { return t + tp * (p + pp * d); }
+  // The rank of the next pipeline stage after `rank` (same TP and DP index).
+  int Next(int rank) const { return Rank(rank % tp, Stage(rank) + 1, rank / (tp * pp)); }
+};
+
+// Whether `f` can be injected where it says in a job of this shape running
+// `steps` steps (f.step -1: not given, any); false with the reason.
+inline bool CanInject(const Fault& f, const Shape& s, int steps, std::string* why) {
+  const std::string name = f.name();
+  if (f.rank < 0 || f.rank >= s.World()) {
+    *why = name + ": rank " + std::to_string(f.rank) + " is outside the job (" + std::to_string(s.World()) + " ranks)";
+    return false;
+  }
+  if (f.step >= steps) {
+    *why = name + ": step " + std::to_string(f.step) + " is past the last step (" + std::to_string(steps - 1) + ")";
+    return false;
+  }
+  const bool last = s.Stage(f.rank) == s.pp - 1;
+  switch (f.kind) {
+    case FaultKind::kSeedHang:
+    case FaultKind::kSwap:
+      // The loss broadcast's root is a last-stage rank. A receiver that
+      // swaps the broadcast with the done all-reduce may or may not hang:
+      // an eager root sends and goes on, a broadcast tree may route through
+      // the receiver; the MPI library decides, so there is no truth to give.
+      if (!last) {
+        *why = name + ": rank " + std::to_string(f.rank) + " is not a last pipeline stage (the loss broadcast's root, " +
+               "e.g. rank " + std::to_string(s.Rank(f.rank % s.tp, s.pp - 1, f.rank / (s.tp * s.pp))) + ")" +
+               (f.kind == FaultKind::kSwap ? "; a receiver's swap hangs or not as the MPI library's broadcast decides"
+                                           : "");
+        return false;
+      }
+      return true;
+    case FaultKind::kRoot:
+      if (s.pp < 2) {
+        *why = name + " needs a pipeline (pp >= 2): the mismatch is at the loss broadcast";
+        return false;
+      }
+      return true;
+    case FaultKind::kP2pDeadlock:
+      if (s.pp < 2 || last) {
+        *why = name + ": rank " + std::to_string(f.rank) + " has no next pipeline stage to deadlock with";
+        return false;
+      }
+      return true;
+    case FaultKind::kCount:
+    case FaultKind::kDtype:
+      if (s.tp < 2) {
+        *why = name + " needs tensor parallelism (tp >= 2): the mismatch is at a TP all-reduce";
+        return false;
+      }
+      return true;
+    default: return true;
+  }
+}
+
+// The ranks of a job of this shape where `kind` can be injected.
+inline std::vector<int> EligibleRanks(FaultKind kind, const Shape& s) {
+  std::vector<int> out;
+  std::string why;
+  for (int r = 0; r < s.World(); ++r) {
+    Fault f;
+    f.kind = kind;
+    f.rank = r;
+    if (CanInject(f, s, 1, &why)) out.push_back(r);
+  }
+  return out;
+}
+
+// What a diagnosis of `f` must say: the verdict and the culprits.
+struct FaultTruth {
+  const char* verdict;
+  std::vector<int> culprits;  // world ranks, ascending
+};
+inline FaultTruth TruthOf(const Fault& f, const Shape& s) {
+  FaultTruth t{Info(f.kind).verdict, {}};
+  if (f.kind == FaultKind::kStraggler) return t;  // slow, not hung: nobody to blame
+  t.culprits.push_back(f.rank);
+  // Both stages send first: each waits for the other.
+  if (f.kind == FaultKind::kP2pDeadlock) t.culprits.push_back(s.Next(f.rank));
+  return t;
 }
 
 }  // namespace trainer

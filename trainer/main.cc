@@ -345,22 +345,17 @@ nlohmann::json Truth(const Config& c) {
   const Topology& t = c.topo;
   json truth = {{"schema", "hangtrace.truth/1"}, {"fault", "none"}, {"verdict", "no-hang"},
                 {"culprits", json::array()}, {"stuck", json::array()}};
+  const Shape shape{t.tp, t.pp, t.dp};
   for (const Fault& f : c.faults) {
+    // The verdict and the culprits are the catalogue's (faults.h); where the
+    // other ranks wait is this trainer's own knowledge of its step.
+    const FaultTruth ft = TruthOf(f, shape);
     truth["fault"] = f.name();
-    truth["verdict"] = Info(f.kind).verdict;
+    truth["verdict"] = ft.verdict;
+    truth["culprits"] = ft.culprits;
     if (f.kind == FaultKind::kStraggler) continue;
     Topology r = t;
     r.rank = f.rank;
-    truth["culprits"] = json::array({f.rank});
-    if (f.kind == FaultKind::kSwap && r.P() != t.pp - 1) {
-      // A receiver of the loss broadcast that swaps it with the done
-      // all-reduce does no harm: the root sends its small message eagerly
-      // and goes on, so the swapped order completes (seen with Open MPI).
-      truth["verdict"] = "no-hang";
-      truth["culprits"] = json::array();
-      truth["note"] = "swap at a broadcast receiver completes: the root's send is eager";
-      break;
-    }
     if (f.kind == FaultKind::kSeedHang || f.kind == FaultKind::kSwap) {
       // Its pipeline group waits in the broadcast; every other rank in the
       // done all-reduce, the culprit included.
@@ -379,8 +374,6 @@ nlohmann::json Truth(const Config& c) {
     } else if (f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype || f.kind == FaultKind::kRoot) {
       truth["stuck_complete"] = false;  // MPI's behaviour on mismatched arguments is undefined
     } else if (f.kind == FaultKind::kP2pDeadlock) {
-      int next = t.Rank(r.T(), r.P() + 1, r.D());
-      truth["culprits"] = json::array({f.rank, next});
       truth["stuck_complete"] = false;
     }
     break;
@@ -423,10 +416,24 @@ int main(int argc, char** argv) {
   app.add_option("--save", c.save, "write a checkpoint (one file per rank, PATH.<rank>) at the end");
   app.add_option("--load", c.load, "start from the checkpoint PATH.<rank>");
   app.add_option("--backend", c.backend, "mpi (default) or nccl")->check(CLI::IsMember({"mpi", "nccl"}));
+  bool list_faults = false;
+  app.add_flag("--list-faults", list_faults,
+               "print each fault and the ranks of this --tp/--pp/--dp where it can be injected, and exit "
+               "(no MPI: scripts/accuracy.sh reads it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (list_faults) {
+    for (const FaultInfo& info : kFaults) {
+      std::string ranks;
+      for (int r : EligibleRanks(info.kind, Shape{c.topo.tp, c.topo.pp, c.topo.dp})) {
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      }
+      printf("%s %s %s\n", info.name, info.verdict, ranks.empty() ? "-" : ranks.c_str());
+    }
+    return 0;
   }
   for (const std::string& s : faults) {
     Fault f;
@@ -466,22 +473,8 @@ int main(int argc, char** argv) {
     return fail("--layers must be divisible by --pp, and 4*--hidden by --tp");
   }
   for (const Fault& f : c.faults) {
-    Topology r = c.topo;
-    r.rank = f.rank;
-    if (f.rank >= world || f.step >= c.steps) return fail(std::string("fault ") + f.name() + ": rank or step outside the run");
-    if (f.kind == FaultKind::kSeedHang && r.P() != c.topo.pp - 1) {
-      return fail("seed-hang: rank " + std::to_string(f.rank) + " is not a last pipeline stage (the loss broadcast's root)");
-    }
-    if ((f.kind == FaultKind::kP2pDeadlock && r.P() == c.topo.pp - 1) || ((f.kind == FaultKind::kRoot || f.kind == FaultKind::kP2pDeadlock) && c.topo.pp < 2)) {
-      return fail(std::string(f.name()) + " needs a rank with a next pipeline stage");
-    }
-    if ((f.kind == FaultKind::kCount || f.kind == FaultKind::kDtype) && c.topo.tp < 2) return fail(std::string(f.name()) + " needs --tp 2 or more");
-    if (f.kind == FaultKind::kSwap && r.P() != c.topo.pp - 1 && c.topo.pp > 2) {
-      // With 3+ stages MPI's broadcast tree may route through a receiver,
-      // so whether its swap hangs depends on the library: no truth to give.
-      return fail("swap at a broadcast receiver with more than 2 stages may or may not hang (MPI's broadcast tree "
-                  "decides); name a last-stage rank (the root), or use --pp 2");
-    }
+    std::string why;
+    if (!CanInject(f, Shape{c.topo.tp, c.topo.pp, c.topo.dp}, c.steps, &why)) return fail(why);
   }
   if (c.topo.rank == 0 && !c.truth.empty()) std::ofstream(c.truth) << Truth(c).dump(2) << "\n";
 

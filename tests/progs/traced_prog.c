@@ -3,6 +3,8 @@
  *
  * usage: traced_prog MODE [N]
  *   events N     N regions, then exit 0
+ *   labels N     N marks and N regions named by one label longer than the
+ *                call table keeps (45 bytes), then exit 0
  *   kill N       N regions, enter one more and SIGKILL itself inside it
  *   hold         enter a region and block forever in stuck_in_here()
  *   segv         N regions, then a NULL store in crash_here()
@@ -34,6 +36,7 @@
 
 int hangtrace_enabled(void) __attribute__((weak));
 int hangtrace_region(const char* name) __attribute__((weak));
+int hangtrace_mark(const char* label) __attribute__((weak));
 int hangtrace_begin(int region, uint64_t arg) __attribute__((weak));
 int hangtrace_end(int region) __attribute__((weak));
 
@@ -108,6 +111,15 @@ int main(int argc, char** argv) {
 
   if (!strcmp(mode, "events")) {
     regions(r, n);
+    return 0;
+  }
+  if (!strcmp(mode, "labels")) {
+    const char* label = "a_label_longer_than_the_forty_bytes_kept_here";
+    for (int i = 0; i < n; i++) {
+      if (hangtrace_mark) hangtrace_mark(label);
+      begin(region(label), (uint64_t)i);
+      end(region(label));
+    }
     return 0;
   }
   if (!strcmp(mode, "kill")) {
