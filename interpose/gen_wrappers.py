@@ -67,7 +67,12 @@ def read_spec(path, make):
             calls.append(c)
     return calls
 
-KIND_FLAGS = {
+# Every kind of call either spec names, and its matching flags: one table,
+# one meaning per name. (The MPI kinds are described in mpi.spec, the GPU
+# ones in gpu.spec; `enqcoll`, `enqsend` and `enqrecv` are enqueued on a
+# stream and return at once, so they are not blocking, unlike MPI's.)
+KINDS = {
+    # mpi.spec
     "coll": ["kCallCollective", "kCallBlocking"],
     "icoll": ["kCallCollective", "kCallNonblocking"],
     "send": ["kCallP2p", "kCallBlocking"],
@@ -92,7 +97,22 @@ KIND_FLAGS = {
     "init": ["kCallBlocking"],
     "finalize": ["kCallBlocking", "kCallFinalize"],
     "abort": [],
+    # gpu.spec
+    "enqcoll": ["kCallCollective"],
+    "enqsend": ["kCallP2p"],
+    "enqrecv": ["kCallP2p"],
+    "gstart": [],
+    "gend": ["kCallBlocking"],
+    "hook": ["kCallBlocking"],
+    "seqhook": ["kCallCollective", "kCallBlocking"],
+    "poll": [],
+    "launch": [],
+    "sync": ["kCallBlocking"],
 }
+MPI_KINDS = {"coll", "icoll", "send", "isend", "recv", "irecv", "psend", "precv", "start", "mrecv", "imrecv",
+             "sendrecv", "probe", "iprobe", "wait", "test", "create", "icreate", "creategrp", "free", "setname",
+             "init", "finalize", "abort"}
+GPU_KINDS = set(KINDS) - MPI_KINDS
 
 ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "tag", "recvpeer", "recvtag", "request",
          "requests", "nreq", "status", "statuses", "index", "outcount", "indices", "flag", "newcomm",
@@ -123,13 +143,13 @@ class Call:
         self.name, self.op, self.kind, params = fields
         if self.op not in OPS:
             raise ValueError(f"{self.name}: unknown op '{self.op}'")
-        if self.kind not in KIND_FLAGS:
-            raise ValueError(f"{self.name}: unknown kind '{self.kind}'")
+        if self.kind not in MPI_KINDS:
+            raise ValueError(f"{self.name}: unknown kind '{self.kind}' (mpi.spec's kinds: {sorted(MPI_KINDS)})")
         self.params = [Param(p) for p in params.split(",")] if params else []
         self.roles = {p.role: p.name for p in self.params if p.role}
 
     def flags(self):
-        f = flags_expr(KIND_FLAGS[self.kind], self.roles)
+        f = flags_expr(KINDS[self.kind], self.roles)
         # A counts array (recvcounts[], sendcounts[]): the v/w collectives,
         # whose per-rank counts are no signature.
         if any(re.search(r"counts\s*\[\]", p.text) for p in self.params):
@@ -368,12 +388,6 @@ GPU_HEADERS = {
     "cuda": ["<cuda.h>", "<cuda_runtime_api.h>"],
     "hip": ["<hip/hip_runtime_api.h>"],
 }
-GPU_KIND_FLAGS = {
-    "coll": ["kCallCollective"], "send": ["kCallP2p"], "recv": ["kCallP2p"],
-    "gstart": [], "gend": ["kCallBlocking"], "hook": ["kCallBlocking"],
-    "seqhook": ["kCallCollective", "kCallBlocking"], "poll": [], "launch": [],
-    "sync": ["kCallBlocking"],
-}
 GPU_ROLES = {"comm", "count", "dtype", "redop", "root", "peer", "stream", "newcomm", "func", "cufunc", "cukernel",
              "hipfunc", "grid", "block", "gx", "gy", "gz", "bx", "by", "bz", "cfg", "cucfg"}
 # What a wrapper returns when the real function cannot be found at all.
@@ -398,8 +412,8 @@ class GpuCall:
             raise ValueError(f"{self.name}: unknown api '{self.api}'")
         if self.op not in OPS:
             raise ValueError(f"{self.name}: unknown op '{self.op}'")
-        if self.kind not in GPU_KIND_FLAGS:
-            raise ValueError(f"{self.name}: unknown kind '{self.kind}'")
+        if self.kind not in GPU_KINDS:
+            raise ValueError(f"{self.name}: unknown kind '{self.kind}' (gpu.spec's kinds: {sorted(GPU_KINDS)})")
         if self.ret not in GPU_NOT_FOUND:
             raise ValueError(f"{self.name}: unknown return type '{self.ret}'")
         self.base = self.name
@@ -414,7 +428,7 @@ class GpuCall:
         self.roles = {p.role: p.name for p in self.params if p.role}
 
     def flags(self):
-        return flags_expr(GPU_KIND_FLAGS[self.kind], self.roles)
+        return flags_expr(KINDS[self.kind], self.roles)
 
     def args(self):
         return ", ".join(p.name for p in self.params)
@@ -468,10 +482,10 @@ def gpu_body(c):
     k = c.kind
     device = f"Device::{c.api.capitalize()}"
     call = f"{c.ret} ret = real({a});"
-    if k in ("coll", "send", "recv"):
-        head = {"coll": "r.seq = NextCollSeq(r.comm);",
-                "send": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, true);",
-                "recv": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, false);"}[k]
+    if k in ("enqcoll", "enqsend", "enqrecv"):
+        head = {"enqcoll": "r.seq = NextCollSeq(r.comm);",
+                "enqsend": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, true);",
+                "enqrecv": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, false);"}[k]
         return (f"{head}\nInGroup(r);\nbool rec = CallBegin(r);\n{call}\n"
                 f"if (rec && NcclAccepted(int(ret))) NcclEnqueued(r);\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")

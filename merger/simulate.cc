@@ -99,6 +99,7 @@ struct Topo {
 };
 
 constexpr uint64_t kHidden = 4096, kGrad = 1 << 20;
+constexpr int64_t kOpNs = 1000000;  // each simulated op takes 1 ms
 
 std::vector<Op> StepProgram(const SimConfig& c, int stage) {
   std::vector<Op> ops;
@@ -151,40 +152,244 @@ struct Counters {
   }
 };
 
-}  // namespace
+// One simulation, in its steps: Plan (programs, steps, faults checked),
+// InjectFaults (the faulty ranks' own programs), RunEngine (where every
+// rank ends up), WriteFiles (one trace file per rank, in parallel) and
+// Truth (what a diagnosis must say).
+class Simulation {
+ public:
+  explicit Simulation(const SimConfig& config) : c(config), topo{c.tp, c.pp, c.dp, c.tp * c.pp * c.dp} {}
 
-bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
-  SimConfig c = cfg_in;
-  if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro < 1 || c.layers < 1) {
-    *error = "tp, pp, dp, micro-batches and layers must be at least 1";
-    return false;
-  }
-  const Topo topo{c.tp, c.pp, c.dp, c.tp * c.pp * c.dp};
-  // Programs: one template step per pipeline stage (middle stages both
-  // receive and send, so stages differ in length).
-  std::vector<std::vector<Op>> templates;
-  for (int p = 0; p < c.pp; ++p) templates.push_back(StepProgram(c, p));
-  auto step_size = [&](int r) { return templates[size_t(topo.P(r))].size(); };
-  if (c.records) {
-    // Two records (BEGIN, END) per op, plus MPI_Init.
-    size_t most = 0;
-    for (const auto& t : templates) most = std::max(most, t.size());
-    c.steps = std::max<int>(1, int((c.records + 2 * most - 1) / (2 * most)));
-  }
-  // Faults: validate, and find the step where they strike.
-  int fault_step = c.steps;  // no fault: every step completes
-  for (trainer::Fault& f : c.faults) {
-    if (f.step < 0) f.step = c.steps - 1;
-    if (!trainer::CanInject(f, trainer::Shape{c.tp, c.pp, c.dp}, c.steps, error)) return false;
-    if (f.kind != FaultKind::kStraggler) fault_step = std::min(fault_step, f.step);
+  bool Plan(std::string* error) {
+    if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.micro < 1 || c.layers < 1) {
+      *error = "tp, pp, dp, micro-batches and layers must be at least 1";
+      return false;
+    }
+    // Programs: one template step per pipeline stage (middle stages both
+    // receive and send, so stages differ in length).
+    for (int p = 0; p < c.pp; ++p) templates.push_back(StepProgram(c, p));
+    if (c.records) {
+      // Two records (BEGIN, END) per op, plus MPI_Init.
+      size_t most = 0;
+      for (const auto& t : templates) most = std::max(most, t.size());
+      c.steps = std::max<int>(1, int((c.records + 2 * most - 1) / (2 * most)));
+    }
+    // Faults: checked by the catalogue, and the step where they strike.
+    fault_step = c.steps;  // no fault: every step completes
+    for (trainer::Fault& f : c.faults) {
+      if (f.step < 0) f.step = c.steps - 1;
+      if (!trainer::CanInject(f, trainer::Shape{c.tp, c.pp, c.dp}, c.steps, error)) return false;
+      if (f.kind != FaultKind::kStraggler) fault_step = std::min(fault_step, f.step);
+    }
+    tail_steps = c.steps - fault_step;
+    halt.assign(size_t(topo.world), -1);
+    crashed.assign(size_t(topo.world), false);
+    return true;
   }
 
   // Faulty ranks get their own copy of the steps from the faulty one on.
-  const int tail_steps = c.steps - fault_step;  // steps the engine runs
-  std::unordered_map<int, std::vector<Op>> own;  // rank -> its tail program
-  std::vector<int64_t> halt(size_t(topo.world), -1);
-  std::vector<bool> crashed(size_t(topo.world), false);
-  auto tail_of = [&](int r) -> std::vector<Op>& {
+  void InjectFaults() {
+    for (const trainer::Fault& f : c.faults) {
+      if (f.kind == FaultKind::kStraggler) continue;
+      std::vector<Op>& t = tail_of(f.rank);
+      const size_t base = size_t(f.step - fault_step) * step_size(f.rank);
+      std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
+      if (f.kind == FaultKind::kSeedHang) {
+        step.erase(step.begin() + long(FirstOf(step, kPp, kBcast)));
+      } else if (f.kind == FaultKind::kStop) {
+        halt[size_t(f.rank)] = int64_t(base + FirstOf(step, kTp, kAllreduce));
+      } else if (f.kind == FaultKind::kCrash) {
+        size_t mid = 0;
+        while (mid < step.size() && step[mid].phase == kForward) ++mid;
+        halt[size_t(f.rank)] = int64_t(base + mid);
+        crashed[size_t(f.rank)] = true;
+      } else if (f.kind == FaultKind::kSwap) {
+        std::swap(step[step.size() - 2], step[step.size() - 1]);  // the loss bcast and the done all-reduce
+      } else if (f.kind == FaultKind::kCount) {
+        step[FirstOf(step, kTp, kAllreduce)].count = kHidden / 2;
+      } else if (f.kind == FaultKind::kDtype) {
+        step[FirstOf(step, kTp, kAllreduce)].dtype = fmt::Dtype::kFloat16;
+      } else if (f.kind == FaultKind::kRoot) {
+        step[FirstOf(step, kPp, kBcast)].peer = 0;
+      } else if (f.kind == FaultKind::kP2pDeadlock) {
+        // This stage and the next both send first, synchronously.
+        int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
+        std::vector<Op>& tn = tail_of(next);
+        tn.insert(tn.begin() + long(size_t(f.step - fault_step) * step_size(next)), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
+        step[FirstOf(step, kPp, kSend)].call = kSsend;
+      }
+      t.erase(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
+      t.insert(t.begin() + long(base), step.begin(), step.end());
+    }
+  }
+
+  // Runs the steps from the faulty one on: a collective completes when
+  // every member arrived with the same arguments; a send and its receive
+  // complete together. Where each rank stops is where a real job would.
+  void RunEngine() {
+    // Counters at the start of the tail: every rank did `fault_step` whole
+    // steps. A job that ran `seq_base` collectives on every communicator
+    // before the steps simulated (its rings hold only the newest).
+    for (uint64_t& n : before.coll) n = c.seq_base;
+    std::vector<Counters> start(size_t(c.pp), before);
+    for (int p = 0; p < c.pp; ++p) {
+      for (int s = 0; s < fault_step; ++s) {
+        for (const Op& op : templates[size_t(p)]) start[size_t(p)].Next(op);
+      }
+    }
+    pc.assign(size_t(topo.world), 0);
+    ctr.resize(size_t(topo.world));
+    for (int r = 0; r < topo.world; ++r) ctr[size_t(r)] = start[size_t(topo.P(r))];
+    std::vector<uint64_t> cur_seq(size_t(topo.world), 0);
+    struct Arrival {
+      std::vector<int32_t> ranks;
+      Op sig;
+      bool mismatch = false;
+    };
+    std::unordered_map<uint64_t, Arrival> arrivals;
+    struct Pair {
+      int32_t sender = -1, receiver = -1;
+    };
+    std::unordered_map<uint64_t, Pair> pairs;
+    std::vector<int32_t> work;
+    for (int r = topo.world - 1; r >= 0; --r) work.push_back(r);
+    std::vector<bool> posted(size_t(topo.world), false);  // current op already posted
+    auto advance = [&](int32_t r) {
+      for (;;) {
+        size_t i = pc[size_t(r)];
+        if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) return;
+        const Op& op = tail_op(r, i);
+        if (!posted[size_t(r)]) {
+          cur_seq[size_t(r)] = ctr[size_t(r)].Next(op);
+          posted[size_t(r)] = true;
+          bool done = false;
+          if (op.call == kAllreduce || op.call == kBcast) {
+            uint64_t key = Mix(uint64_t(topo.Comm(op.kind, r)) << 40 ^ cur_seq[size_t(r)]);
+            Arrival& a = arrivals[key];
+            if (a.ranks.empty()) a.sig = op;
+            else if (a.sig.call != op.call || a.sig.count != op.count || a.sig.dtype != op.dtype || a.sig.peer != op.peer) a.mismatch = true;
+            a.ranks.push_back(r);
+            if (int(a.ranks.size()) == topo.CommSize(op.kind) && !a.mismatch) {
+              for (int32_t m : a.ranks) {
+                ++pc[size_t(m)];
+                posted[size_t(m)] = false;
+                if (m != r) work.push_back(m);
+              }
+              arrivals.erase(key);
+              done = true;
+            }
+          } else {
+            bool send = op.call != kRecv;
+            int peer = topo.WorldOf(kPp, r, op.peer);
+            int src = send ? r : peer, dst = send ? peer : r;
+            uint64_t key = Mix(Mix(uint64_t(src) << 32 | uint32_t(dst)) ^ (uint64_t(op.tag) << 48) ^ cur_seq[size_t(r)]);
+            Pair& p = pairs[key];
+            (send ? p.sender : p.receiver) = r;
+            if (p.sender >= 0 && p.receiver >= 0) {
+              int other = send ? p.receiver : p.sender;
+              ++pc[size_t(r)];
+              ++pc[size_t(other)];
+              posted[size_t(r)] = posted[size_t(other)] = false;
+              work.push_back(other);
+              pairs.erase(key);
+              done = true;
+            }
+          }
+          if (!done) return;  // blocked in op i
+        } else {
+          return;
+        }
+      }
+    };
+    while (!work.empty()) {
+      int32_t r = work.back();
+      work.pop_back();
+      advance(r);
+    }
+  }
+
+  bool WriteFiles(std::string* error) {
+    const std::string dir = c.out + "/" + c.job;
+    mkdir(c.out.c_str(), 0700);
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      *error = "cannot create " + dir + ": " + strerror(errno);
+      return false;
+    }
+    const int64_t base_real = 1795000000000000000;  // 2026-11-18, for stable output
+    int64_t last_ns = 0;
+    for (int r = 0; r < topo.world; ++r) {
+      last_ns = std::max(last_ns, int64_t(size_t(fault_step) * step_size(r) + pc[size_t(r)] + 1) * kOpNs);
+    }
+    const bool hung = [&] {
+      for (int r = 0; r < topo.world; ++r) {
+        if (pc[size_t(r)] < tail_size(r)) return true;
+      }
+      return false;
+    }();
+    const int64_t now_ns = last_ns + (hung ? int64_t(c.stuck_s * 1e9) : 0);
+    std::atomic<int> next{0};
+    std::string first_error;
+    std::mutex err_mu;
+    auto write_rank = [&](int r) {
+      std::string err;
+      if (!WriteRank(r, dir, now_ns, base_real, &err)) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (first_error.empty()) first_error = err;
+      }
+    };
+    int nthreads = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    auto worker = [&] {
+      for (int r; (r = next.fetch_add(1)) < topo.world;) write_rank(r);
+    };
+    for (int t = 1; t < nthreads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (!first_error.empty()) {
+      *error = first_error;
+      return false;
+    }
+    return true;
+  }
+
+  nlohmann::json Truth() const {
+    // The verdict and culprits are the catalogue's (trainer/faults.h: one
+    // decision with the trainer); where the ranks wait is the engine's.
+    std::string verdict = "no-hang";
+    std::string fault = "none";
+    std::vector<int> culprit_list;
+    for (const trainer::Fault& f : c.faults) {
+      const trainer::FaultTruth t = trainer::TruthOf(f, trainer::Shape{c.tp, c.pp, c.dp});
+      fault = f.name();
+      verdict = t.verdict;
+      culprit_list = t.culprits;
+      if (f.kind != FaultKind::kStraggler) break;
+    }
+    std::map<std::pair<std::string, std::string>, RankSet> stuck;
+    for (int r = 0; r < topo.world; ++r) {
+      size_t i = pc[size_t(r)];
+      if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) continue;
+      const Op& op = tail_op(r, i);
+      stuck[{fmt::OpName(kCalls[op.call].op), topo.Label(op.kind, r)}].Add(r);
+    }
+    nlohmann::json truth = {{"schema", "hangtrace.truth/1"}, {"fault", fault}, {"verdict", verdict}};
+    truth["culprits"] = culprit_list;
+    truth["stuck"] = nlohmann::json::array();
+    for (const auto& [key, ranks] : stuck) {
+      truth["stuck"].push_back({{"ranks", ranks.ToString()}, {"op", key.first}, {"comm", key.second}});
+    }
+    truth["topology"] = {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"world", topo.world}};
+    truth["steps"] = c.steps;
+    return truth;
+  }
+
+  size_t World() const { return size_t(topo.world); }
+  uint64_t Records() const { return records; }
+  int Steps() const { return c.steps; }
+
+ private:
+  size_t step_size(int r) const { return templates[size_t(topo.P(r))].size(); }
+  std::vector<Op>& tail_of(int r) {
     auto it = own.find(r);
     if (it == own.end()) {
       std::vector<Op> t;
@@ -192,161 +397,25 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
       it = own.emplace(r, std::move(t)).first;
     }
     return it->second;
-  };
-  for (const trainer::Fault& f : c.faults) {
-    if (f.kind == FaultKind::kStraggler) continue;
-    std::vector<Op>& t = tail_of(f.rank);
-    const size_t base = size_t(f.step - fault_step) * step_size(f.rank);
-    std::vector<Op> step(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
-    if (f.kind == FaultKind::kSeedHang) {
-      step.erase(step.begin() + long(FirstOf(step, kPp, kBcast)));
-    } else if (f.kind == FaultKind::kStop) {
-      halt[size_t(f.rank)] = int64_t(base + FirstOf(step, kTp, kAllreduce));
-    } else if (f.kind == FaultKind::kCrash) {
-      size_t mid = 0;
-      while (mid < step.size() && step[mid].phase == kForward) ++mid;
-      halt[size_t(f.rank)] = int64_t(base + mid);
-      crashed[size_t(f.rank)] = true;
-    } else if (f.kind == FaultKind::kSwap) {
-      std::swap(step[step.size() - 2], step[step.size() - 1]);  // the loss bcast and the done all-reduce
-    } else if (f.kind == FaultKind::kCount) {
-      step[FirstOf(step, kTp, kAllreduce)].count = kHidden / 2;
-    } else if (f.kind == FaultKind::kDtype) {
-      step[FirstOf(step, kTp, kAllreduce)].dtype = fmt::Dtype::kFloat16;
-    } else if (f.kind == FaultKind::kRoot) {
-      step[FirstOf(step, kPp, kBcast)].peer = 0;
-    } else if (f.kind == FaultKind::kP2pDeadlock) {
-      // This stage and the next both send first, synchronously.
-      int next = topo.Rank(topo.T(f.rank), topo.P(f.rank) + 1, topo.D(f.rank));
-      std::vector<Op>& tn = tail_of(next);
-      tn.insert(tn.begin() + long(size_t(f.step - fault_step) * step_size(next)), Op{kSsend, kPp, kForward, topo.P(f.rank), 1, kHidden, fmt::Dtype::kFloat32, fmt::Redop::kNone});
-      step[FirstOf(step, kPp, kSend)].call = kSsend;
-    }
-    t.erase(t.begin() + long(base), t.begin() + long(base + step_size(f.rank)));
-    t.insert(t.begin() + long(base), step.begin(), step.end());
   }
-  auto program = [&](int r) -> const std::vector<Op>* {
+  const std::vector<Op>* program(int r) const {
     auto it = own.find(r);
     return it == own.end() ? nullptr : &it->second;
-  };
+  }
   // Op i of rank r's tail (templates repeat per step).
-  auto tail_op = [&](int r, size_t i) -> const Op& {
+  const Op& tail_op(int r, size_t i) const {
     if (const auto* p = program(r)) return (*p)[i];
     return templates[size_t(topo.P(r))][i % step_size(r)];
-  };
-  auto tail_size = [&](int r) -> size_t {
+  }
+  size_t tail_size(int r) const {
     if (const auto* p = program(r)) return p->size();
     return size_t(tail_steps) * step_size(r);
-  };
-
-  // Counters at the start of the tail: every rank did `fault_step` whole steps.
-  // A job that ran `seq_base` collectives on every communicator before the
-  // steps simulated (its rings hold only the newest).
-  Counters before;
-  for (uint64_t& n : before.coll) n = c.seq_base;
-  std::vector<Counters> start(size_t(c.pp), before);
-  for (int p = 0; p < c.pp; ++p) {
-    for (int s = 0; s < fault_step; ++s) {
-      for (const Op& op : templates[size_t(p)]) start[size_t(p)].Next(op);
-    }
   }
 
-  // --- the engine --------------------------------------------------------------
-  std::vector<size_t> pc(size_t(topo.world), 0);
-  std::vector<Counters> ctr(size_t(topo.world));
-  for (int r = 0; r < topo.world; ++r) ctr[size_t(r)] = start[size_t(topo.P(r))];
-  std::vector<uint64_t> cur_seq(size_t(topo.world), 0);
-  struct Arrival {
-    std::vector<int32_t> ranks;
-    Op sig;
-    bool mismatch = false;
-  };
-  std::unordered_map<uint64_t, Arrival> arrivals;
-  struct Pair {
-    int32_t sender = -1, receiver = -1;
-  };
-  std::unordered_map<uint64_t, Pair> pairs;
-  std::vector<int32_t> work;
-  for (int r = topo.world - 1; r >= 0; --r) work.push_back(r);
-  std::vector<bool> posted(size_t(topo.world), false);  // current op already posted
-  auto advance = [&](int32_t r) {
-    for (;;) {
-      size_t i = pc[size_t(r)];
-      if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) return;
-      const Op& op = tail_op(r, i);
-      if (!posted[size_t(r)]) {
-        cur_seq[size_t(r)] = ctr[size_t(r)].Next(op);
-        posted[size_t(r)] = true;
-        bool done = false;
-        if (op.call == kAllreduce || op.call == kBcast) {
-          uint64_t key = Mix(uint64_t(topo.Comm(op.kind, r)) << 40 ^ cur_seq[size_t(r)]);
-          Arrival& a = arrivals[key];
-          if (a.ranks.empty()) a.sig = op;
-          else if (a.sig.call != op.call || a.sig.count != op.count || a.sig.dtype != op.dtype || a.sig.peer != op.peer) a.mismatch = true;
-          a.ranks.push_back(r);
-          if (int(a.ranks.size()) == topo.CommSize(op.kind) && !a.mismatch) {
-            for (int32_t m : a.ranks) {
-              ++pc[size_t(m)];
-              posted[size_t(m)] = false;
-              if (m != r) work.push_back(m);
-            }
-            arrivals.erase(key);
-            done = true;
-          }
-        } else {
-          bool send = op.call != kRecv;
-          int peer = topo.WorldOf(kPp, r, op.peer);
-          int src = send ? r : peer, dst = send ? peer : r;
-          uint64_t key = Mix(Mix(uint64_t(src) << 32 | uint32_t(dst)) ^ (uint64_t(op.tag) << 48) ^ cur_seq[size_t(r)]);
-          Pair& p = pairs[key];
-          (send ? p.sender : p.receiver) = r;
-          if (p.sender >= 0 && p.receiver >= 0) {
-            int other = send ? p.receiver : p.sender;
-            ++pc[size_t(r)];
-            ++pc[size_t(other)];
-            posted[size_t(r)] = posted[size_t(other)] = false;
-            work.push_back(other);
-            pairs.erase(key);
-            done = true;
-          }
-        }
-        if (!done) return;  // blocked in op i
-      } else {
-        return;
-      }
-    }
-  };
-  while (!work.empty()) {
-    int32_t r = work.back();
-    work.pop_back();
-    advance(r);
-  }
+  // Rank r's trace file: the whole steps before the fault, then its tail
+  // as far as the engine let it go.
+  bool WriteRank(int r, const std::string& dir, int64_t now_ns, int64_t base_real, std::string* error) {
 
-  // --- files ---------------------------------------------------------------------
-  const std::string dir = c.out + "/" + c.job;
-  mkdir(c.out.c_str(), 0700);
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    *error = "cannot create " + dir + ": " + strerror(errno);
-    return false;
-  }
-  constexpr int64_t kOpNs = 1000000;              // each op: 1 ms
-  const int64_t base_real = 1795000000000000000;  // 2026-11-18, for stable output
-  int64_t last_ns = 0;
-  for (int r = 0; r < topo.world; ++r) {
-    last_ns = std::max(last_ns, int64_t(size_t(fault_step) * step_size(r) + pc[size_t(r)] + 1) * kOpNs);
-  }
-  const bool hung = [&] {
-    for (int r = 0; r < topo.world; ++r) {
-      if (pc[size_t(r)] < tail_size(r)) return true;
-    }
-    return false;
-  }();
-  const int64_t now_ns = last_ns + (hung ? int64_t(c.stuck_s * 1e9) : 0);
-  std::atomic<int> next{0};
-  std::atomic<uint64_t> records{0};
-  std::string first_error;
-  std::mutex err_mu;
-  auto write_rank = [&](int r) {
     FileSpec spec;
     fmt::ProcessInfo& p = spec.process;
     p.pid = 10000 + r;
@@ -470,59 +539,36 @@ bool Simulate(const SimConfig& cfg_in, SimResult* result, std::string* error) {
     p.watchdog_timeout_ms = 60000;
     records += th.records.size();
     spec.threads.push_back(std::move(th));
-    std::string err;
     char name[128];
     snprintf(name, sizeof(name), "/%s.%d.htrace", p.host, p.pid);
-    if (!WriteTraceFile(dir + name, spec, &err)) {
-      std::lock_guard<std::mutex> lock(err_mu);
-      if (first_error.empty()) first_error = err;
-    }
-  };
-  int nthreads = c.threads > 0 ? c.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  auto worker = [&] {
-    for (int r; (r = next.fetch_add(1)) < topo.world;) write_rank(r);
-  };
-  for (int t = 1; t < nthreads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (!first_error.empty()) {
-    *error = first_error;
-    return false;
+    return WriteTraceFile(dir + name, spec, error);
   }
 
-  // --- the truth ------------------------------------------------------------------
-  // The verdict and culprits are the catalogue's (trainer/faults.h: one
-  // decision with the trainer); where the ranks wait is the engine's.
-  std::string verdict = "no-hang";
-  std::string fault = "none";
-  std::vector<int> culprit_list;
-  for (const trainer::Fault& f : c.faults) {
-    const trainer::FaultTruth t = trainer::TruthOf(f, trainer::Shape{c.tp, c.pp, c.dp});
-    fault = f.name();
-    verdict = t.verdict;
-    culprit_list = t.culprits;
-    if (f.kind != FaultKind::kStraggler) break;
-  }
-  std::map<std::pair<std::string, std::string>, RankSet> stuck;
-  for (int r = 0; r < topo.world; ++r) {
-    size_t i = pc[size_t(r)];
-    if (i >= tail_size(r) || halt[size_t(r)] == int64_t(i)) continue;
-    const Op& op = tail_op(r, i);
-    stuck[{fmt::OpName(kCalls[op.call].op), topo.Label(op.kind, r)}].Add(r);
-  }
-  nlohmann::json truth = {{"schema", "hangtrace.truth/1"}, {"fault", fault}, {"verdict", verdict}};
-  truth["culprits"] = culprit_list;
-  truth["stuck"] = nlohmann::json::array();
-  for (const auto& [key, ranks] : stuck) {
-    truth["stuck"].push_back({{"ranks", ranks.ToString()}, {"op", key.first}, {"comm", key.second}});
-  }
-  truth["topology"] = {{"tp", c.tp}, {"pp", c.pp}, {"dp", c.dp}, {"world", topo.world}};
-  truth["steps"] = c.steps;
-  result->truth = truth;
-  result->files = size_t(topo.world);
-  result->records = records;
-  result->steps = c.steps;
+  SimConfig c;
+  const Topo topo;
+  std::vector<std::vector<Op>> templates;
+  int fault_step = 0, tail_steps = 0;
+  std::unordered_map<int, std::vector<Op>> own;  // rank -> its tail program
+  std::vector<int64_t> halt;                     // op index where a rank stops outside any call
+  std::vector<bool> crashed;
+  Counters before;
+  std::vector<size_t> pc;                        // each rank's position in its tail
+  std::vector<Counters> ctr;
+  std::atomic<uint64_t> records{0};
+};
+
+}  // namespace
+
+bool Simulate(const SimConfig& config, SimResult* result, std::string* error) {
+  Simulation sim(config);
+  if (!sim.Plan(error)) return false;
+  sim.InjectFaults();
+  sim.RunEngine();
+  if (!sim.WriteFiles(error)) return false;
+  result->truth = sim.Truth();
+  result->files = sim.World();
+  result->records = sim.Records();
+  result->steps = sim.Steps();
   return true;
 }
 

@@ -2,6 +2,9 @@
 // the wrappers of interpose/ use is in tracer/runtime.h).
 #pragma once
 
+#include <cstddef>
+#include <string>
+
 #include "tracer/format.h"
 
 namespace hangtrace {
@@ -22,5 +25,19 @@ bool IsTracerThread(int tid);
 // alone when the thread has one already; ReleaseAltStack at thread exit.
 void EnsureAltStack();
 void ReleaseAltStack();
+
+// The trace file (trace_file.cc).
+struct Config;
+struct TraceFile;
+// Copies `src` into a field of `cap` bytes: at most cap - 1 of it, and a NUL.
+void CopyString(char* dst, size_t cap, const char* src);
+// Whether the file is named at start (a launcher's rank, HANGTRACE_KEEP)
+// rather than at the process's first traced call.
+bool NameAtStart(const Config& c);
+// Lays out and maps a new trace file into `f` (anonymous unless `named`);
+// false with the reason in `err`.
+bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err);
+// The file's name within its folder (after NameTraceFile).
+const char* TraceFileBaseName(const TraceFile* f);
 
 }  // namespace hangtrace
