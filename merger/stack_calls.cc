@@ -186,41 +186,59 @@ fmt::Op OpOfCallName(const std::string& name) {
   return OpOf(Squash(bare));
 }
 
-StackCall FindStackCall(const Job& job, const ThreadStack& t) {
-  StackCall native, lock, sleep, torch;
-  for (size_t i = 0; i < t.frames.size(); ++i) {
-    const Frame& f = job.frames[t.frames[i]];
+StackCalls::StackCalls(const Job& job) : frames_(job.frames.size()) {
+  for (size_t i = 0; i < job.frames.size(); ++i) {
+    const Frame& f = job.frames[i];
+    Said& said = frames_[i];
     if (IsTorchDistributed(f)) {
-      // The outermost frame of the innermost run of torch.distributed
-      // frames that names an operation: the call the program made
-      // (all_gather_object, not the all_gather it calls).
-      if (torch.kind == StackCallKind::kNone || torch.frame + 1 == i) {
-        const fmt::Op op = OpOf(Squash(f.func));
-        if (op != fmt::Op::kNone) torch = {StackCallKind::kCommunication, "torch.distributed." + f.func, op, i};
-        else if (torch.kind != StackCallKind::kNone) torch.frame = i;  // the run goes on
-      }
+      said.torch = true;
+      said.op = OpOf(Squash(f.func));
+      said.name = "torch.distributed." + f.func;
       continue;
     }
     if (f.lang != Frame::Lang::kNative || f.func.empty()) continue;
     const std::string bare = Bare(f.func);
-    if (native.kind == StackCallKind::kNone) {
-      NativeCall c = NativeCommunication(f.func);
-      if (c.kind != StackCallKind::kNone) {
-        native = {c.kind, c.name,
-                  c.kind == StackCallKind::kDeviceSync      ? fmt::Op::kSync
-                  : c.name.rfind("c10d::Reducer::", 0) == 0 ? fmt::Op::kAllreduce
-                                                            : OpOfCallName(c.name),
-                  i};
-        if (native.op == fmt::Op::kNone) native.op = fmt::Op::kOther;
+    const NativeCall c = NativeCommunication(f.func);
+    if (c.kind != StackCallKind::kNone) {
+      said.kind = c.kind;
+      said.name = c.name;
+      said.op = c.kind == StackCallKind::kDeviceSync      ? fmt::Op::kSync
+                : c.name.rfind("c10d::Reducer::", 0) == 0 ? fmt::Op::kAllreduce
+                                                          : OpOfCallName(c.name);
+      if (said.op == fmt::Op::kNone) said.op = fmt::Op::kOther;
+    } else if (IsFileLock(bare)) {
+      said.kind = StackCallKind::kFileLock;
+      said.op = fmt::Op::kOther;
+      said.name = bare.find("flock") != std::string::npos   ? "flock (a file lock)"
+                  : bare.find("lockf") != std::string::npos ? "lockf (a file lock)"
+                                                            : "fcntl (a file lock)";
+    } else if (IsSleep(bare)) {
+      said.kind = StackCallKind::kSleep;
+      said.name = bare;
+    }
+  }
+}
+
+StackCall StackCalls::Find(const ThreadStack& t) const {
+  StackCall native, lock, sleep, torch;
+  for (size_t i = 0; i < t.frames.size(); ++i) {
+    if (t.frames[i] >= frames_.size()) continue;
+    const Said& f = frames_[t.frames[i]];
+    if (f.torch) {
+      // The outermost frame of the innermost run of torch.distributed
+      // frames that names an operation: the call the program made
+      // (all_gather_object, not the all_gather it calls).
+      if (torch.kind == StackCallKind::kNone || torch.frame + 1 == i) {
+        if (f.op != fmt::Op::kNone) torch = {StackCallKind::kCommunication, f.name, f.op, i};
+        else if (torch.kind != StackCallKind::kNone) torch.frame = i;  // the run goes on
       }
+      continue;
     }
-    if (lock.kind == StackCallKind::kNone && IsFileLock(bare)) {
-      const char* what = bare.find("flock") != std::string::npos   ? "flock (a file lock)"
-                         : bare.find("lockf") != std::string::npos ? "lockf (a file lock)"
-                                                                   : "fcntl (a file lock)";
-      lock = {StackCallKind::kFileLock, what, fmt::Op::kOther, i};
-    }
-    if (sleep.kind == StackCallKind::kNone && IsSleep(bare)) sleep = {StackCallKind::kSleep, bare, fmt::Op::kNone, i};
+    StackCall* slot = f.kind == StackCallKind::kCommunication || f.kind == StackCallKind::kDeviceSync ? &native
+                      : f.kind == StackCallKind::kFileLock                                         ? &lock
+                      : f.kind == StackCallKind::kSleep                                            ? &sleep
+                                                                                                   : nullptr;
+    if (slot && slot->kind == StackCallKind::kNone) *slot = {f.kind, f.name, f.op, i};
   }
   // A thread the dump found in a lock's system call, with no frame that
   // says so (a stack read from the kernel only).

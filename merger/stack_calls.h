@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "merger/model.h"
 
@@ -25,11 +26,26 @@ struct StackCall {
   size_t frame = 0;   // index of the frame it was found at (innermost 0)
 };
 
-// The call `t` is blocked in, best evidence first: a torch.distributed
-// Python frame (the call the program made), else the innermost native
-// communication frame (PMPI_ and pnccl names as the API users call), else a
-// file lock or a sleep. kind kNone when the stack shows none of these.
-StackCall FindStackCall(const Job& job, const ThreadStack& t);
+// What each distinct frame of a job says (Job::frames), read once per
+// frame, not once per rank: a job of 16,384 ranks has a few hundred.
+class StackCalls {
+ public:
+  explicit StackCalls(const Job& job);
+  // The call `t` is blocked in, best evidence first: a torch.distributed
+  // Python frame (the call the program made), else the innermost native
+  // communication frame (PMPI_ and pnccl names as the API users call), else
+  // a file lock or a sleep. kind kNone when the stack shows none of these.
+  StackCall Find(const ThreadStack& t) const;
+
+ private:
+  struct Said {
+    StackCallKind kind = StackCallKind::kNone;
+    bool torch = false;  // a frame of torch.distributed's Python code
+    fmt::Op op = fmt::Op::kNone;
+    std::string name;
+  };
+  std::vector<Said> frames_;  // by Job::frames id
+};
 
 // The API-neutral op of a call's name, traced or seen on a stack:
 // "MPI_Iallreduce", "ncclAllReduce", "all_reduce", "mpi_allreduce_" ->

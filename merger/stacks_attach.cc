@@ -128,12 +128,17 @@ void FinishStacks(Job* job) {
   for (Frame& f : job->frames) {
     if (f.lang == Frame::Lang::kNative && !f.module.empty() && f.func.empty()) symbols.Resolve(&f);
   }
-  // Processes of the job by (host, pid): whose lock a waiter waits for.
+  // Processes of the job by (host, pid): whose lock a waiter waits for
+  // (made only when a thread waits for a lock).
   std::unordered_map<std::string, int32_t> rank_of_pid;
+  const bool locks = std::any_of(job->ranks.begin(), job->ranks.end(), [](const RankView& v) {
+    return std::any_of(v.stacks.begin(), v.stacks.end(), [](const ThreadStack& t) { return t.lock_holder_pid != 0; });
+  });
   for (const RankView& v : job->ranks) {
-    if (v.pid) rank_of_pid.emplace(v.host + "/" + std::to_string(v.pid), v.rank);
+    if (locks && v.pid) rank_of_pid.emplace(v.host + "/" + std::to_string(v.pid), v.rank);
   }
   using load::IsLibraryFile;
+  // Python frames mixed in first: they are frames of the job too.
   for (RankView& v : job->ranks) {
     for (ThreadStack& t : v.stacks) {
       if (t.python.empty()) continue;
@@ -153,13 +158,16 @@ void FinishStacks(Job* job) {
       t.python.clear();
       t.python_entry.clear();
     }
+  }
+  const StackCalls calls(*job);  // each distinct frame read once
+  for (RankView& v : job->ranks) {
     // The call its stacks show: the main thread's, else the first thread's
     // that is in one. A sleep is not a call (the rank computes, slowly).
     v.stack_call = CallPoint{};
     v.stack_call_tid = 0;
     StackCall best;
     for (const ThreadStack& t : v.stacks) {
-      const StackCall c = FindStackCall(*job, t);
+      const StackCall c = calls.Find(t);
       if (c.kind == StackCallKind::kNone || c.kind == StackCallKind::kSleep) continue;
       const bool main = t.tid == uint32_t(v.pid);
       if (best.kind == StackCallKind::kNone || (main && v.stack_call_tid != uint32_t(v.pid))) {
