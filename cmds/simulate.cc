@@ -38,6 +38,9 @@ int SimulateCommand(int argc, char** argv) {
   app.add_option("--truth", truth_path, "where to write the truth (default OUT/<job>.truth.json)");
   app.add_option("--stuck", c.stuck_s, "seconds the hung ranks have waited at the snapshot (default 300)");
   app.add_option("--threads", c.threads, "writer threads (default: all cores)");
+  app.add_flag("--torn-down", c.torn_down,
+               "then every process still running exited from another thread (status 195), as Open MPI's ranks "
+               "do when mpirun is killed: the files of a hung job looked at afterwards");
   app.add_option("--seq-base", c.seq_base,
                  "collectives every communicator did before the simulated steps (a long run: its rings hold "
                  "only the newest; default 0)");

@@ -120,7 +120,24 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         why = HowItEnded(v) + "; " + ctx.NeverEntered(r);
         ctx.found.crash = true;
         break;
-      case RankState::kExited: why = "exited with code " + std::to_string(v.exit_code) + "; " + ctx.NeverEntered(r); break;
+      case RankState::kExited: {
+        // Exited with the others when the job was torn down (a killed
+        // launcher): it was outside any call before, and that is the story.
+        int64_t first_exit = INT64_MAX;
+        for (int32_t e : ctx.deaths.exited.Ranks()) first_exit = std::min(first_exit, ctx.job.ranks[size_t(e)].end_real_ns);
+        const bool with_others = !ctx.deaths.exited.Empty() && v.end_real_ns >= first_exit - 1000000000 &&
+                                 v.end_real_ns <= ctx.deaths.last_ns + 1000000000;
+        char for_s[32] = "";
+        if (v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
+          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+        }
+        why = with_others ? ctx.NeverEntered(r) + "; not in any traced call" + for_s +
+                                (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : "") +
+                                ", then exited with the others when the job was torn down (status " +
+                                std::to_string(v.exit_code & 0xff) + ")"
+                          : "exited with status " + std::to_string(v.exit_code & 0xff) + "; " + ctx.NeverEntered(r);
+        break;
+      }
       case RankState::kStopped:
         why = (v.from_stacks ? std::string("is stopped (state T when dumped, untraced)")
                              : "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +

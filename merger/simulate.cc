@@ -533,6 +533,11 @@ class Simulation {
     } else {
       emit(tail_op(r, done), false);
     }
+    if (c.torn_down && p.state == uint32_t(fmt::ProcState::kRunning)) {
+      p.state = uint32_t(fmt::ProcState::kExited);
+      p.exit_code = -61;  // Open MPI's ORTE_ERR_... when the daemon is lost
+      p.end_ticks = uint64_t(now_ns);
+    }
     p.heartbeat_mono_ns = uint64_t(now_ns);
     p.heartbeat_real_ns = base_real + now_ns;
     p.heartbeat_count = uint64_t(now_ns / 500000000);

@@ -33,6 +33,10 @@ struct SimConfig {
   std::string job = "sim";
   double stuck_s = 300;        // how long the hung ranks have waited at snapshot time
   uint64_t seq_base = 0;       // collectives every comm did before the simulated steps
+  // After the snapshot the job was torn down: every process still running
+  // exited from another thread (status 195, Open MPI's exit when mpirun is
+  // killed), wherever it was. What a hung job's files look like afterwards.
+  bool torn_down = false;
   int threads = 0;             // writer threads (0: all cores)
 };
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Golden reports (uftrace style): for each line of tests/golden/cases.txt,
-# simulate the job, analyze it, and compare the whole text report with
-# tests/golden/NAME.txt, so that any change of wording or of a diagnosis is
-# seen. UPDATE=1 rewrites the expected files instead.
+# simulate the job (or take the dump tests/golden/dumps/NAME, for `@dump`),
+# analyze it, and compare the whole text report with tests/golden/NAME.txt,
+# so that any change of wording or of a diagnosis is seen. UPDATE=1
+# rewrites the expected files instead.
 #   tests/check_golden.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -13,9 +14,14 @@ failed=0
 while IFS='|' read -r name args; do
   name=$(echo "$name" | xargs)
   [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
-  # shellcheck disable=SC2086
-  "$build/bin/hangtrace" simulate $args --out "$work/$name" > /dev/null 2>&1
-  "$build/bin/hangtrace" analyze "$work/$name/sim" > "$work/$name.txt" 2>&1 || true
+  if [ "$(echo "$args" | xargs)" = "@dump" ]; then
+    # A dump kept as it was taken (node.json): the stacks-only diagnosis.
+    TZ=UTC "$build/bin/hangtrace" analyze "$here/dumps/$name" > "$work/$name.txt" 2>&1 || true
+  else
+    # shellcheck disable=SC2086
+    "$build/bin/hangtrace" simulate $args --out "$work/$name" > /dev/null 2>&1
+    TZ=UTC "$build/bin/hangtrace" analyze "$work/$name/sim" > "$work/$name.txt" 2>&1 || true
+  fi
   if [ -n "${UPDATE:-}" ]; then
     cp "$work/$name.txt" "$here/$name.txt"
     echo "updated $name"
