@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "merger/diagnose_stages.h"
+#include "merger/load_stages.h"
+#include "merger/stack_calls.h"
 
 namespace hangtrace {
 namespace {
@@ -259,6 +261,187 @@ TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
   EXPECT_EQ(Summarize(job, d, deaths), "ranks 2,5 are stopped: silent; rank 4 crashed with SIGSEGV");
   d.culprits.resize(1);
   EXPECT_EQ(Summarize(job, d, deaths), "rank 2 is stopped: silent");
+}
+
+// --- a rank's state, decided once from its facts (rank_state.cc) --------------------------
+
+// Rank r's file says it is (or was) in collective #seq on world.
+void TracedInColl(JobBuilder* b, int32_t r, uint64_t seq) {
+  b->InColl(r, "MPI_Allreduce", seq);
+  RankView& v = b->job.ranks[size_t(r)];
+  v.traced_call = true;
+  v.path = "f" + std::to_string(r);
+  v.pid = 100 + r;
+  v.call_tid = uint32_t(v.pid);
+}
+
+TEST(RankState, ARankThatEndedInsideACallIsWhereItWas) {
+  JobBuilder b(4);
+  for (int r = 0; r < 4; ++r) TracedInColl(&b, r, 6);
+  // 0: killed inside it; 1: SIGTERMed inside it; 2: exited from another
+  // thread (Open MPI's, its launcher gone) with status 195; 3: exit(0) from
+  // another thread while its main thread sat in a call the watchdog flagged.
+  b.job.ranks[0].ending = Ending::kKilled;
+  b.job.ranks[0].dead = true;
+  b.job.ranks[1].ending = Ending::kTerminated;
+  b.job.ranks[1].dead = true;
+  b.job.ranks[2].ending = Ending::kExited;
+  b.job.ranks[2].exit_code = -61;
+  b.job.ranks[3].ending = Ending::kExited;
+  b.job.ranks[3].watchdog = true;
+  load::DecideRankStates(&b.job);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(b.job.ranks[size_t(r)].state, RankState::kInCall) << "rank " << r;
+    EXPECT_TRUE(b.job.ranks[size_t(r)].ended_in_call) << "rank " << r;
+    EXPECT_EQ(b.job.ranks[size_t(r)].basis, Basis::kTrace);
+  }
+}
+
+TEST(RankState, ACleanExitThatLeftAHelperThreadInACallIsAnExit) {
+  JobBuilder b(2);
+  for (int r = 0; r < 2; ++r) TracedInColl(&b, r, 3);
+  // A helper thread (not the main one) in a call nobody flagged; exit(0).
+  for (int r = 0; r < 2; ++r) {
+    b.job.ranks[size_t(r)].call_tid = 9000 + uint32_t(r);
+    b.job.ranks[size_t(r)].ending = Ending::kExited;
+  }
+  load::DecideRankStates(&b.job);
+  EXPECT_EQ(b.job.ranks[0].state, RankState::kExited);
+  Diagnosis d = Diagnose(b.job);
+  EXPECT_EQ(d.verdict, Verdict::kNoHang) << d.summary;
+}
+
+TEST(RankState, ASilentTraceIsPlacedByItsStacksAndAStaleHeartbeatIsStopped) {
+  JobBuilder b(3);
+  for (int r = 0; r < 3; ++r) {
+    b.job.ranks[size_t(r)].path = "f" + std::to_string(r);
+    b.job.ranks[size_t(r)].heartbeat_real_ns = 100000000000;
+  }
+  b.job.ranks[1].stack_call = b.Call("torch.distributed.barrier", fmt::Op::kBarrier, 0, -1, 0);
+  b.job.ranks[1].stack_call.from_stacks = true;
+  b.job.ranks[1].stacks.push_back(ThreadStack{});
+  b.job.ranks[2].heartbeat_real_ns = 90000000000;  // silent 10 s while the others beat
+  load::DecideRankStates(&b.job);
+  EXPECT_EQ(b.job.ranks[0].state, RankState::kCompute);
+  EXPECT_EQ(b.job.ranks[0].basis, Basis::kLiveness);
+  EXPECT_EQ(b.job.ranks[1].state, RankState::kInCall);
+  EXPECT_EQ(b.job.ranks[1].basis, Basis::kStacks);
+  EXPECT_EQ(b.job.names[b.job.ranks[1].current.name], "torch.distributed.barrier");
+  EXPECT_EQ(b.job.ranks[2].state, RankState::kStopped);
+}
+
+// --- no-hang needs evidence ----------------------------------------------------------------
+
+TEST(Evidence, SilentTracesAreUnknownNeverNoHang) {
+  JobBuilder b(4);  // four traced ranks, none recorded a call, no stacks
+  for (RankView& v : b.job.ranks) v.path = "f";
+  Diagnosis d = b.Run();
+  EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+  EXPECT_NE(d.summary.find("none recorded a call"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("hangtrace dump"), std::string::npos) << d.summary;
+}
+
+TEST(Evidence, RanksOutsideCallsAreNoHangOnlyWhenKnownToWork) {
+  JobBuilder b(2);
+  b.job.records = 100;
+  for (RankView& v : b.job.ranks) {
+    v.path = "f";
+    v.end_real_ns = 50000000000;
+    v.last_record_real_ns = v.end_real_ns - 200000000;  // left a call 0.2 s ago
+  }
+  EXPECT_EQ(b.Run().verdict, Verdict::kNoHang);
+  b.job.ranks[1].last_record_real_ns = b.job.ranks[1].end_real_ns - 40000000000;  // 40 s ago
+  Diagnosis d = b.Run();
+  EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+  EXPECT_EQ(d.summary.rfind("rank 1 has been outside any traced call for up to 40 s", 0), 0u) << d.summary;
+  // Its stacks show it computing (no blocking call): known to work.
+  b.job.ranks[1].basis = Basis::kStacks;
+  EXPECT_EQ(b.Run().verdict, Verdict::kNoHang);
+}
+
+TEST(Evidence, ACrashNobodyWaitsForNamesWhoCrashedFirst) {
+  JobBuilder b(3);
+  for (RankView& v : b.job.ranks) v.path = "f";
+  for (int r : {1, 2}) {
+    b.job.ranks[size_t(r)].state = RankState::kCrashed;
+    b.job.ranks[size_t(r)].ending = Ending::kCrashed;
+    b.job.ranks[size_t(r)].signal = 6;
+  }
+  b.job.ranks[1].end_real_ns = 2000000000;
+  b.job.ranks[2].end_real_ns = 1000000000;  // first
+  Diagnosis d = b.Run();
+  EXPECT_EQ(d.verdict, Verdict::kCrash);
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 2);
+  EXPECT_NE(d.culprits[0].why.find("crashed first with SIGABRT"), std::string::npos) << d.culprits[0].why;
+  EXPECT_NE(d.culprits[0].why.find("rank 1 crashed after it"), std::string::npos) << d.culprits[0].why;
+}
+
+TEST(Classes, RanksAtAnotherTagOrPythonLineAreAnotherClass) {
+  JobBuilder b(4);
+  for (int r : {1, 3}) b.InRecv(r, 2);
+  b.job.ranks[3].current.tag = 1;  // rank 1 waits for tag 0, rank 3 for tag 1
+  b.InColl(0, "MPI_Allreduce", 2);
+  b.InColl(2, "MPI_Allreduce", 2);
+  b.job.ranks[2].python_frame = 7;  // another line of the program
+  Classes c = Classify(b.job);
+  EXPECT_NE(c.class_of[1], c.class_of[3]);
+  EXPECT_NE(c.class_of[0], c.class_of[2]);
+}
+
+// --- what stacks say -----------------------------------------------------------------------
+
+TEST(StackCalls, TheCallsOfTheLibrariesUsersRun) {
+  Job job;
+  auto native = [&](const char* f) {
+    Frame x;
+    x.func = f;
+    return job.InternFrame(x);
+  };
+  auto python = [&](const char* f, const char* file) {
+    Frame x;
+    x.lang = Frame::Lang::kPython;
+    x.func = f;
+    x.file = file;
+    return job.InternFrame(x);
+  };
+  const char* c10d = "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py";
+  struct Case {
+    std::vector<uint32_t> frames;  // innermost first
+    std::string name;
+    fmt::Op op;
+    StackCallKind kind;
+  } cases[] = {
+      // The outermost of the run of torch.distributed frames: what the program called.
+      {{native("__futex_abstimed_wait_common"), native("c10d::Work::wait(std::chrono::duration<long>)"),
+        python("all_gather", c10d), python("all_gather_object", c10d), python("main", "/home/u/train.py")},
+       "torch.distributed.all_gather_object", fmt::Op::kAllgather, StackCallKind::kCommunication},
+      {{native("pthread_cond_wait"), native("c10d::Reducer::finalize_backward()"), python("main", "/home/u/t.py")},
+       "c10d::Reducer::finalize_backward", fmt::Op::kAllreduce, StackCallKind::kCommunication},
+      {{native("__sched_yield"), native("PMPI_Allreduce"), native("ompi_allreduce_f"), native("mpi_allreduce_")},
+       "MPI_Allreduce", fmt::Op::kAllreduce, StackCallKind::kCommunication},
+      {{native("MPIR_Wait_impl"), native("mpi_recv_"), native("MAIN__")}, "MPI_RECV", fmt::Op::kRecv,
+       StackCallKind::kCommunication},
+      {{native("poll"), native("gloo::transport::tcp::UnboundBuffer::waitRecv(int*)")},
+       "gloo::transport::tcp::UnboundBuffer::waitRecv", fmt::Op::kRecv, StackCallKind::kCommunication},
+      {{native("__GI___fcntl64_nocancel"), native("__libc_fcntl64"), native("lockf_wrapper")}, "fcntl (a file lock)",
+       fmt::Op::kOther, StackCallKind::kFileLock},
+      {{native("clock_nanosleep"), native("sleep"), native("main")}, "clock_nanosleep", fmt::Op::kNone,
+       StackCallKind::kSleep},
+      {{native("expf"), native("forward")}, "", fmt::Op::kNone, StackCallKind::kNone},
+  };
+  const StackCalls calls(job);
+  for (const Case& c : cases) {
+    ThreadStack t;
+    t.frames = c.frames;
+    const StackCall got = calls.Find(t);
+    EXPECT_EQ(got.kind, c.kind) << c.name;
+    EXPECT_EQ(got.name, c.name);
+    EXPECT_EQ(got.op, c.op) << c.name;
+  }
+  EXPECT_EQ(SyscallName("72"), "fcntl");
+  EXPECT_EQ(OpOfCallName("MPI_Ireduce_scatter_block"), fmt::Op::kReducescatter);
+  EXPECT_EQ(OpOfCallName("ncclAllGather"), fmt::Op::kAllgather);
 }
 
 TEST(Stages, DocsDescribeEveryRuleInTableOrder) {
