@@ -11,12 +11,30 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A Python file as people tell it apart: a library's from its package
+// ("torch/autograd/__init__.py", "threading.py" of the standard library),
+// the program's own by its name.
+std::string PythonPath(const std::string& path) {
+  for (const char* root : {"/site-packages/", "/dist-packages/"}) {
+    const size_t at = path.rfind(root);
+    if (at != std::string::npos) return path.substr(at + strlen(root));
+  }
+  const size_t lib = path.rfind("/lib/python");
+  if (lib != std::string::npos) {
+    const size_t slash = path.find('/', lib + 11);
+    if (slash != std::string::npos) return path.substr(slash + 1);
+  }
+  return Basename(path);
+}
 }  // namespace
 
 std::string Frame::Text() const {
   if (lang == Lang::kKernel) return "[kernel] " + func;
   std::string where;
-  if (!file.empty()) where = " (" + Basename(file) + (line > 0 ? ":" + std::to_string(line) : "") + ")";
+  if (!file.empty()) {
+    where = " (" + (lang == Lang::kPython ? PythonPath(file) : Basename(file)) +
+            (line > 0 ? ":" + std::to_string(line) : "") + ")";
+  }
   if (!func.empty()) return func + where;
   if (lang == Lang::kPython) return "???" + where;
   if (module.empty()) {

@@ -1,5 +1,9 @@
 #include "merger/node_dump.h"
 
+#include <cctype>
+
+#include "merger/stack_calls.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -101,6 +105,10 @@ json NodeToJson(const NodeDump& n) {
     for (const NodeThread& t : p.threads) {
       json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
                  {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", Frames(t.frames)}};
+      // The system call by name, for a person reading the file.
+      if (!t.syscall.empty() && isdigit(static_cast<unsigned char>(t.syscall[0]))) {
+        th["syscall_name"] = SyscallName(t.syscall);
+      }
       if (t.lock_holder_pid) th["lock"] = {{"holder_pid", t.lock_holder_pid}, {"file", t.lock_file}};
       o["threads"].push_back(std::move(th));
     }

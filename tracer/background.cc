@@ -40,7 +40,29 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
     snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(c.id));
     s += std::string(" on comm '") + (c.label[0] ? c.label : id) + "'";
   }
-  if (r.peer >= 0) s += " peer/root " + std::to_string(r.peer);
+  // A root or peer as a world rank, what people count in (the report says
+  // the same): the communicator's member list maps it.
+  if (r.peer >= 0) {
+    std::string who = std::to_string(r.peer) + " of its comm";
+    if (r.comm != fmt::kNoComm && r.comm < fmt::kMaxComms) {
+      const fmt::CommEntry& c = f->comms[r.comm];
+      const uint32_t pool = f->header->sections[fmt::kSecMembers].count;
+      if (c.flags & fmt::kCommWorld) {
+        who = "rank " + std::to_string(r.peer);
+      } else if ((c.flags & fmt::kCommMembersKnown) && r.peer < c.size &&
+                 uint64_t(c.members_offset) + uint64_t(r.peer) < pool) {
+        who = "rank " + std::to_string(f->members[c.members_offset + uint32_t(r.peer)]);
+      }
+    }
+    const fmt::CallInfo* ci = r.call < f->header->counters.call_count ? &f->calls[r.call] : nullptr;
+    const uint8_t flags = ci ? ci->flags : 0;
+    const fmt::Op op = ci ? fmt::Op(ci->op) : fmt::Op::kNone;
+    if (flags & fmt::kCallRooted) s += " root " + who;
+    else if (op == fmt::Op::kSend || op == fmt::Op::kSendrecv) s += " to " + who;
+    else if (op == fmt::Op::kRecv || op == fmt::Op::kProbe) s += " from " + who;
+    else s += " peer " + who;
+    if ((flags & fmt::kCallP2p) && r.tag >= 0) s += " tag " + std::to_string(r.tag);
+  }
   return s;
 }
 
