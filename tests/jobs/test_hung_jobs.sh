@@ -303,7 +303,7 @@ case "$scenario" in
     need python3 python3-torch
     start $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" ok
     job_ended 90 || fail "the job did not end"
-    grep -q "done 3" job.out || fail "the job did not finish"
+    [ "$(grep -o done job.out | wc -l)" -ge 4 ] || fail "the job did not finish"  # lines of ranks may interleave
     # No traced call (gloo is not wrapped) and exit 0: the empty files are
     # removed, and the analysis says there is nothing, never no-hang.
     status=0
