@@ -25,7 +25,7 @@ int AnalyzeCommand(int argc, char** argv) {
       "examples:\n"
       "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/\n"
       "  hangtrace analyze traces/ --format json > report.json\n"
-      "  hangtrace analyze traces/ --perfetto job.json --dot stacks.dot   # ui.perfetto.dev, graphviz\n"
+      "  hangtrace analyze traces/ --graph waits.svg --dot stacks.svg --perfetto job.json\n"
       "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/ --interval 5    # live: slow, or hung?\n"
       "  hangtrace analyze dump2/ --earlier dump1/   # two dumps, seconds apart: slow, or hung?\n"
       "  hangtrace analyze                    # the only job in the trace folder (hangtrace ls)\n\n"
@@ -36,7 +36,7 @@ int AnalyzeCommand(int argc, char** argv) {
       "hangtrace analyze"};
   std::vector<std::string> paths;
   std::vector<std::string> earlier;
-  std::string format = "text", perfetto, dot;
+  std::string format = "text", perfetto, dot, graph;
   double interval = 0;
   int threads = 0;
   app.add_option("path", paths, "trace files, or folders holding them (default: the only job in the trace folder)")
@@ -44,7 +44,11 @@ int AnalyzeCommand(int argc, char** argv) {
   app.add_option("-f,--format", format, "text (default) or json (schema hangtrace.analysis/1)")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--perfetto", perfetto, "also write a Perfetto/Chrome trace: one track per rank and thread");
-  app.add_option("--dot", dot, "also write the merged stack tree as Graphviz DOT (when stacks were captured)");
+  app.add_option("--graph", graph,
+                 "also write the wait-for graph: classes of ranks, who waits for whom, culprits and cycles in red "
+                 "(Graphviz DOT; F.svg renders it when Graphviz is installed)");
+  app.add_option("--dot", dot,
+                 "also write the merged stack tree (Graphviz DOT, or F.svg), when stacks were captured");
   app.add_option("--interval", interval,
                  "read the files twice, this many seconds apart: ranks whose sequence numbers moved are "
                  "slow, not hung (for a job that is still running)")
@@ -83,6 +87,7 @@ int AnalyzeCommand(int argc, char** argv) {
   request.format = format;
   request.perfetto = perfetto;
   request.dot = dot;
+  request.graph = graph;
   request.interval = interval;
   request.earlier = earlier;
   request.threads = threads;

@@ -13,6 +13,7 @@
 #include "cmds/commands.h"
 #include "merger/diagnose.h"
 #include "merger/node_dump.h"
+#include "merger/pictures.h"
 #include "merger/report.h"
 
 namespace hangtrace {
@@ -131,27 +132,37 @@ int RunAnalysis(const AnalysisRequest& r) {
     printf("%s\n", JsonText(j, 2).c_str());
   }
   int rc = ExitStatusOf(d.verdict);
+  // A picture as DOT, or as SVG when the name ends in .svg (Graphviz).
+  auto picture = [&](const std::string& path, const std::string& dot_text, const char* what) {
+    std::string err;
+    const bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
+    const bool ok = svg ? RenderSvg(dot_text, path, &err) : WriteText(path, dot_text, &err);
+    if (!ok) {
+      fprintf(stderr, "%s: %s\n", cmd, err.c_str());
+      rc = kExitCouldNot;
+    } else if (text) {
+      printf("%s: %s%s\n", what, path.c_str(),
+             svg ? "" : (" (dot -Tsvg " + path + " > picture.svg)").c_str());
+    }
+  };
   if (!r.perfetto.empty()) {
     std::string err;
     if (d.with_trace.Empty()) {
       fprintf(stderr, "%s: no rank has a trace file, so there is no timeline; %s not written\n", cmd,
               r.perfetto.c_str());
-    } else if (WritePerfetto(job, r.perfetto, &err)) {
+    } else if (WritePerfetto(job, d, r.perfetto, &err)) {
       if (text) printf("\nPerfetto trace: %s (open in https://ui.perfetto.dev)\n", r.perfetto.c_str());
     } else {
       fprintf(stderr, "%s: %s\n", cmd, err.c_str());
       rc = kExitCouldNot;
     }
   }
+  if (!r.graph.empty()) picture(r.graph, WaitGraphDot(job, d), "wait-for graph");
   if (!r.dot.empty()) {
-    std::string err;
     if (!HasStacks(job)) {
       fprintf(stderr, "%s: no stacks in these traces; %s not written\n", cmd, r.dot.c_str());
-    } else if (WriteText(r.dot, StackTreeDot(MergeStacks(job)), &err)) {
-      if (text) printf("stack tree: %s (dot -Tsvg %s > stacks.svg)\n", r.dot.c_str(), r.dot.c_str());
     } else {
-      fprintf(stderr, "%s: %s\n", cmd, err.c_str());
-      rc = kExitCouldNot;
+      picture(r.dot, StackTreeDot(job, d, MergeStacks(job)), "stack tree");
     }
   }
   return rc;

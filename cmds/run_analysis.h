@@ -15,7 +15,7 @@ struct AnalysisRequest {
   const char* command = "hangtrace analyze";  // the prefix of its messages
   std::vector<std::string> paths;             // trace files, job folders, dump folders
   std::string format = "text";                // text or json
-  std::string perfetto, dot;                  // optional outputs ("" none)
+  std::string perfetto, dot, graph;           // optional outputs ("" none); .svg renders with Graphviz
   double interval = 0;                        // > 0: read twice, this far apart
   std::vector<std::string> earlier;           // an earlier look at the same job (a dump)
   int threads = 0;                            // reader threads (0: all cores)

@@ -36,13 +36,7 @@ struct StackNode {
 StackNode MergeStacks(const Job& job);
 bool HasStacks(const Job& job);
 std::string StackTreeText(const StackNode& root, size_t max_lines = 200);
-std::string StackTreeDot(const StackNode& root);
 
-// Writes a Chrome/Perfetto JSON trace: one process per rank, one track per
-// thread, calls as slices, calls still in flight open to the end. The ranks
-// are the loader's (one process per rank: no fork child, exec'ed image or
-// second claimant draws a second track); their files are read again (the
-// Job keeps no records). False with `error` on failure.
-bool WritePerfetto(const Job& job, const std::string& out, std::string* error);
+// The pictures (wait-for graph, stack tree DOT, Perfetto): merger/pictures.h.
 
 }  // namespace hangtrace

@@ -111,7 +111,15 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
                       " that " + waiters.Named() + (waiters.Count() == 1 ? " waits" : " wait") + " for";
     if (h.state == RankState::kInCall) {
       why += ", while it waits in " + job.names[h.current.name] + WhereInProgram(job, h.python_frame);
-      lock_cycle |= h.current.lock_holder < 0;  // it waits for the others in a communication call
+      if (h.current.lock_holder < 0) {
+        // It waits for the others in a communication call: a cycle.
+        lock_cycle = true;
+        std::vector<int32_t> cycle = {holder};
+        for (int32_t w : waiters.Ranks()) cycle.push_back(w);
+        d.cycle_ranks.push_back(cycle);
+        d.cycles.push_back({std::to_string(holder) + " waits in " + job.names[h.current.name],
+                            waiters.Brief() + " wait for " + std::to_string(holder) + "'s file lock"});
+      }
     }
     d.culprits.push_back({holder, h.host, h.pid, why + " (from stacks)"});
     suspects.Add(holder);
@@ -131,6 +139,20 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     }
   }
 
+  // Whom the classes wait for, as far as stacks tell: a lock's holder (and,
+  // in a cycle, the holder waits for its waiters).
+  for (Group& g : d.groups) {
+    for (int32_t r : g.ranks.Ranks()) {
+      const RankView& v = job.ranks[size_t(r)];
+      if (v.state == RankState::kInCall && v.current.lock_holder >= 0) g.waiting_for.Add(v.current.lock_holder);
+    }
+  }
+  for (const auto& cycle : d.cycle_ranks) {
+    for (Group& g : d.groups) {
+      if (!g.ranks.Contains(cycle[0])) continue;
+      for (size_t i = 1; i < cycle.size(); ++i) g.waiting_for.Add(cycle[i]);
+    }
+  }
   std::vector<std::string> parts;
   for (const Group& g : d.groups) {
     const std::string who = g.ranks.Named(24);

@@ -44,7 +44,7 @@ build/bin/hangtrace dump --dir "$dir" --job demo --out "$dir/dump" 2>&1 | sed 's
 analyze() { build/bin/hangtrace analyze "$@" || [ $? = 3 ]; }
 
 step "4. the diagnosis, from the dump: hangtrace analyze $dir/dump"
-analyze "$dir/dump" --perfetto "$dir/trace.json" --dot "$dir/stacks.dot" | sed 's/^/   /'
+analyze "$dir/dump" --perfetto "$dir/trace.json" --graph "$dir/waits.svg" --dot "$dir/stacks.svg" | sed 's/^/   /'
 analyze "$dir/dump" --format json > "$dir/report.json"
 
 step "5. tear the job down"
@@ -87,4 +87,5 @@ trap - EXIT
 echo
 echo "JSON report:     $dir/report.json"
 echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"
-echo "stack tree:      $dir/stacks.dot   (dot -Tsvg $dir/stacks.dot > stacks.svg)"
+echo "wait-for graph:   $dir/waits.svg   (who waits for whom; the culprit in red)"
+echo "stack tree:      $dir/stacks.svg"

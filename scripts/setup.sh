@@ -18,6 +18,7 @@ PACKAGES=(
   hpcc netpipe-openmpi lammps gromacs       # real MPI applications the tests run
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
   slurmctld slurmd slurm-client munge tini iproute2  # the localhost SLURM cluster of the srun-dump test (ss: free ports)
+  graphviz                                  # the pictures as SVG (--graph, --dot), and their render test
 )
 
 missing=()

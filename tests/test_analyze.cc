@@ -16,6 +16,7 @@
 
 #include "merger/diagnose.h"
 #include "merger/node_dump.h"
+#include "merger/pictures.h"
 #include "merger/report.h"
 #include "merger/simulate.h"
 #include "tests/test_util.h"
@@ -367,7 +368,7 @@ TEST(Analyze, PerfettoFileParsesWithSlicesAndOpenCalls) {
   TempDir dir;
   Job job = SimulateAndLoad(dir, "seed-hang@rank=3");
   std::string out = dir.path() + "/trace.json", err;
-  ASSERT_TRUE(WritePerfetto(job, out, &err)) << err;
+  ASSERT_TRUE(WritePerfetto(job, Diagnose(job), out, &err)) << err;
   std::ifstream in(out);
   nlohmann::json j = nlohmann::json::parse(in);
   size_t slices = 0, open = 0, names = 0;
@@ -390,9 +391,89 @@ TEST(Analyze, StackTreeMergesRanksAndWritesDot) {
   std::string text = StackTreeText(root);
   EXPECT_NE(text.find("MPI_Bcast  [1]"), std::string::npos) << text;
   EXPECT_NE(text.find("MPI_Allreduce  [0,2-7]"), std::string::npos) << text;
-  std::string dot = StackTreeDot(root);
+  std::string dot = StackTreeDot(job, Diagnose(job), root);
   EXPECT_EQ(dot.rfind("digraph stacks {", 0), 0u);
   EXPECT_NE(dot.find("MPI_Bcast\\n[1] (1)"), std::string::npos) << dot;
+  // The branch that holds the culprit (rank 3, in the all-reduce with 0,2-7) is red.
+  EXPECT_NE(dot.find("MPI_Allreduce\\n[0,2-7] (7)\", color=red"), std::string::npos) << dot;
+}
+
+// A DOT text rendered by Graphviz: it parses, and draws.
+void ExpectGraphvizDraws(const std::string& dot, const TempDir& dir) {
+  if (system("command -v dot > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz is not installed (setup installs it)";
+  const std::string in = dir.path() + "/g.dot", out = dir.path() + "/g.svg";
+  std::ofstream(in) << dot;
+  ASSERT_EQ(system(("dot -Tsvg -o " + out + " " + in + " 2> " + dir.path() + "/dot.err").c_str()), 0)
+      << testing::ReadFileText(dir.path() + "/dot.err") << dot;
+  EXPECT_NE(testing::ReadFileText(out).find("<svg"), std::string::npos);
+}
+
+TEST(Pictures, TheWaitForGraphMarksTheCulpritAndParsesWithGraphviz) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "seed-hang@rank=3");
+  const Diagnosis d = Diagnose(job);
+  const std::string dot = WaitGraphDot(job, d);
+  EXPECT_EQ(dot.rfind("digraph waits {", 0), 0u);
+  // Rank 1 (in the broadcast) waits for rank 3, the culprit, whose class is red.
+  EXPECT_NE(dot.find("[label=\"ranks 0,2-7 (7)\\nMPI_Allreduce #"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("\\nculprit: rank 3\", color=red"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("rank 1 (1)\\nMPI_Bcast #"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("label=\"waits for 3\""), std::string::npos) << dot;
+  ExpectGraphvizDraws(dot, dir);
+  ExpectGraphvizDraws(StackTreeDot(job, d, MergeStacks(job)), dir);
+}
+
+TEST(Pictures, ADeadlocksCycleIsRed) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "p2p-deadlock@rank=0");
+  const Diagnosis d = Diagnose(job);
+  ASSERT_EQ(d.verdict, Verdict::kDeadlock) << d.summary;
+  const std::string dot = WaitGraphDot(job, d);
+  EXPECT_NE(dot.find("color=red, penwidth=2]"), std::string::npos) << dot;
+  ExpectGraphvizDraws(dot, dir);
+}
+
+TEST(Pictures, ThePerfettoTraceIsValidTraceEventFormat) {
+  TempDir dir;
+  Job job = SimulateAndLoad(dir, "seed-hang@rank=3");
+  std::string out = dir.path() + "/trace.json", err;
+  ASSERT_TRUE(WritePerfetto(job, Diagnose(job), out, &err)) << err;
+  std::ifstream in(out);
+  nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  std::map<uint64_t, int> flow_ends;  // id -> 1 start, 2 finish
+  size_t thread_names = 0, process_names = 0;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    ASSERT_TRUE(e.contains("pid")) << e;
+    if (ph == "M") {
+      const std::string name = e.at("name");
+      ASSERT_TRUE(name == "process_name" || name == "thread_name" || name == "process_sort_index") << e;
+      ASSERT_TRUE(e.at("args").is_object()) << e;
+      thread_names += name == "thread_name";
+      if (name == "process_name") {
+        ++process_names;
+        EXPECT_NE(e["args"]["name"].get<std::string>().find("(node0000, pid "), std::string::npos) << e;
+      }
+      continue;
+    }
+    ASSERT_TRUE(e.contains("ts") && e["ts"].is_number()) << e;
+    ASSERT_TRUE(e.contains("tid")) << e;
+    if (ph == "X") {
+      ASSERT_TRUE(e.contains("dur") && e["dur"].get<double>() >= 0) << e;
+      ASSERT_TRUE(e.contains("name")) << e;
+    } else if (ph == "s" || ph == "f") {
+      ASSERT_TRUE(e.contains("id")) << e;
+      if (ph == "f") ASSERT_EQ(e.value("bp", ""), "e") << e;
+      flow_ends[e["id"].get<uint64_t>()] |= ph == "s" ? 1 : 2;
+    } else {
+      ASSERT_EQ(ph, "i") << e;
+    }
+  }
+  EXPECT_EQ(process_names, 8u);
+  EXPECT_GE(thread_names, 8u);
+  ASSERT_FALSE(flow_ends.empty()) << "no arrow from a waiting call to the call it waits for";
+  for (const auto& [id, ends] : flow_ends) EXPECT_EQ(ends, 3) << "flow " << id << " lacks an end";
 }
 
 TEST(Analyze, CommandLineTextAndJson) {

@@ -1,0 +1,38 @@
+// The diagnosis as pictures: the wait-for graph (who waits for whom, the
+// culprits and cycles marked) and the merged stack tree as Graphviz DOT,
+// and the job's timeline as a Perfetto (Chrome trace event) file.
+// docs/OUTPUTS.md shows each.
+#pragma once
+
+#include <string>
+
+#include "merger/diagnose.h"
+#include "merger/model.h"
+#include "merger/report.h"
+
+namespace hangtrace {
+
+// The classes of ranks as nodes (ranks, call, communicator, sequence
+// number, how long), "waits for" as edges; culprits red, the edges of a
+// cycle red, ranks without a file dashed. What a person looks at first.
+std::string WaitGraphDot(const Job& job, const Diagnosis& d);
+
+// The merged stack tree: Python frames shaded apart from native ones, the
+// branches that hold a culprit red, the frames where ranks part ways bold,
+// and the service threads every rank has (hangtrace's own, MPI's and
+// gloo's progress and event loops) folded into one node each.
+std::string StackTreeDot(const Job& job, const Diagnosis& d, const StackNode& root);
+
+// Writes a Perfetto/Chrome trace: a track group per rank named "rank R
+// (host, pid P)", a track per thread named as the thread is, calls as
+// slices, calls still in flight open to the end, and a flow arrow from each
+// waiting call to the call of the rank it waits for. The ranks are the
+// loader's (one process per rank); their files are read again (the Job
+// keeps no records). False with `error` on failure.
+bool WritePerfetto(const Job& job, const Diagnosis& d, const std::string& out, std::string* error);
+
+// Renders DOT to SVG with Graphviz's `dot`, when it is installed; false
+// with the reason otherwise.
+bool RenderSvg(const std::string& dot_text, const std::string& svg_path, std::string* error);
+
+}  // namespace hangtrace
