@@ -52,7 +52,7 @@ int AnalyzeCommand(int argc, char** argv) {
   app.add_option("--interval", interval,
                  "read the files twice, this many seconds apart: ranks whose sequence numbers moved are "
                  "slow, not hung (for a job that is still running)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Seconds());
   app.add_option("--earlier", earlier,
                  "an earlier look at the same job (a dump taken a few seconds before): ranks that moved "
                  "since are slow, not hung (for a dump, which --interval cannot read twice)")

@@ -67,7 +67,8 @@ int CleanCommand(int argc, char** argv) {
       "examples:\n"
       "  hangtrace clean -n                   # what would go\n"
       "  hangtrace clean --older-than 3600    # ended jobs last seen over an hour ago\n"
-      "  hangtrace clean --job 12345\n",
+      "  hangtrace clean --job 12345\n"
+      "  hangtrace clean --job 12345 /scratch/traces   # a trace folder of your own\n",
       "hangtrace clean"};
   std::string root = Config::FromEnvironment().dir;
   bool dry_run = false;
@@ -76,8 +77,10 @@ int CleanCommand(int argc, char** argv) {
   app.add_option("dir", root, "the trace folder (default: HANGTRACE_DIR, else /dev/shm/hangtrace-$USER)");
   app.add_flag("-n,--dry-run", dry_run, "say what would be removed, remove nothing");
   app.add_option("--older-than", older_than, "only jobs last seen at least this many seconds ago")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("-j,--job", only, "only these jobs (by name, as `hangtrace ls` lists them)");
+      ->check(Seconds());
+  app.add_option("-j,--job", only, "only this job (by name, as `hangtrace ls` lists it); repeat for more")
+      ->expected(1)
+      ->allow_extra_args(false);
   HT_PARSE(app, argc, argv);
 
   std::string error;

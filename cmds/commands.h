@@ -6,6 +6,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace hangtrace {
@@ -29,6 +30,10 @@ enum ExitStatus : int {
   kExitUsage = 2,       // a usage error
   kExitFound = 3,       // a hang, deadlock, mismatch or crash was found
 };
+
+// A number of seconds, 0 or more: "--timeout: -1 is not a number of
+// seconds >= 0" (CLI11's own range check prints DBL_MAX in 300 digits).
+const CLI::Validator& Seconds();
 
 // Levenshtein distance, for "did you mean" (main.cc).
 size_t EditDistance(const std::string& a, const std::string& b);

@@ -32,7 +32,9 @@
 #include "dump/native_stacks.h"
 #include "dump/processes.h"
 #include "merger/rank_set.h"
+#include "merger/job_list.h"
 #include "merger/node_dump.h"
+#include "merger/stack_calls.h"
 #include "merger/report.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
@@ -231,6 +233,29 @@ NodeThread ThreadOf(const DumpedThread& t) {
   return n;
 }
 
+// `-p` followed by nothing, or by an option (`hangtrace dump -p $(pgrep x)`
+// where pgrep found nothing): said plainly, before the parser turns it
+// into a conversion error.
+bool PidArgumentsMissing(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a != "-p" && a != "--pid") continue;
+    if (i + 1 >= argc || argv[i + 1][0] == '-' || !isdigit(static_cast<unsigned char>(argv[i + 1][0]))) return true;
+  }
+  return false;
+}
+
+// Why `pid` cannot be dumped by this user ("" when it can).
+std::string CannotDump(pid_t pid) {
+  const int64_t uid = ProcessUid(pid);
+  if (pid <= 0 || uid < 0) return "no process " + std::to_string(pid);
+  if (geteuid() != 0 && uid != int64_t(geteuid())) {
+    return "pid " + std::to_string(pid) + " belongs to uid " + std::to_string(uid) +
+           ": only its owner (or root) can read its stacks";
+  }
+  return "";
+}
+
 }  // namespace
 
 int DumpCommand(int argc, char** argv) {
@@ -242,7 +267,7 @@ int DumpCommand(int argc, char** argv) {
       "when the dump is killed. Writes OUT/<host>/, which `hangtrace analyze OUT` reads.\n\n"
       "examples:\n"
       "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
-      "  hangtrace dump --pid 4242 --out /tmp/d                  # one process, traced or not\n"
+      "  hangtrace dump --pid 4242                               # one process: its threads' stacks, py-spy style\n"
       "  hangtrace dump -p $(pgrep -x mpirun) -o /tmp/d          # a launcher: its ranks, traced or not\n"
       "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
       "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
@@ -264,7 +289,45 @@ int DumpCommand(int argc, char** argv) {
   app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
   app.add_flag("--quiet", quiet, "no progress lines");
+  if (PidArgumentsMissing(argc, argv)) {
+    fprintf(stderr,
+            "hangtrace dump: --pid needs process ids (did the command that should give them, such as "
+            "$(pgrep -x mpirun), find none?)\n");
+    return kExitUsage;
+  }
   HT_PARSE(app, argc, argv);
+  // Processes named by pid must exist and be ours to read, as py-spy says.
+  for (int pid : pids) {
+    const std::string why = CannotDump(pid);
+    if (!why.empty()) {
+      fprintf(stderr, "hangtrace dump: %s\n", why.c_str());
+      return kExitCouldNot;
+    }
+  }
+  // Which job, when none is named: the folder's only job, or its only
+  // running one, as analyze takes it; several: the user says which.
+  if (!app.count("--job") && pids.empty()) {
+    std::string list_error;
+    const std::vector<JobSummary> jobs = ListJobs(dir, &list_error, nullptr);
+    std::vector<const JobSummary*> running;
+    for (const JobSummary& j : jobs) {
+      if (j.Live()) running.push_back(&j);
+    }
+    const JobSummary* only = jobs.size() == 1 ? &jobs[0] : running.size() == 1 ? running[0] : nullptr;
+    if (only) {
+      job = only->job;
+    } else if (!jobs.empty()) {
+      fprintf(stderr, "hangtrace dump: %s holds %zu jobs%s; name one with --job:\n", dir.c_str(), jobs.size(),
+              running.empty() ? ", none running" : (", " + std::to_string(running.size()) + " running").c_str());
+      for (const JobSummary& j : jobs) {
+        fprintf(stderr, "  hangtrace dump --job %s    # %s, %zu files\n", j.job.c_str(), JobStateName(j.state), j.files);
+      }
+      return kExitUsage;
+    }
+  }
+  // Processes without a rank (a Python script, a server): their stacks go
+  // to stdout, as py-spy prints them; a folder only when --out is given.
+  const bool out_given = !out.empty();
   if (out.empty()) out = "hangtrace-dump-" + job;
 
   signal(SIGINT, OnSignal);
@@ -273,12 +336,6 @@ int DumpCommand(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string host = Hostname();  // also what the runtime wrote into each file
   const std::string node_dir = out + "/" + host;
-  std::string dir_error;
-  const int node_fd = OpenNodeDir(out, host, &dir_error);
-  if (node_fd < 0) {
-    fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
-    return kExitCouldNot;
-  }
 
   // Every trace file of the job on this node, and the processes behind them.
   std::vector<Target> targets;
@@ -383,12 +440,28 @@ int DumpCommand(int argc, char** argv) {
     return kExitCouldNot;
   }
 
+  // Processes without a rank, named by pid: printed, py-spy style (a
+  // folder too when --out is given).
+  const bool rankless = !pids.empty() && std::all_of(targets.begin(), targets.end(), [](const Target& t) {
+    return t.rank < 0;
+  });
+  const bool print = rankless && !no_stacks;
+  int node_fd = -1;
+  if (!print || out_given) {
+    std::string dir_error;
+    node_fd = OpenNodeDir(out, host, &dir_error);
+    if (node_fd < 0) {
+      fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
+      return kExitCouldNot;
+    }
+  }
+
   // Snapshots first (cheap, and what matters most), then stacks, several
   // processes at once: ptrace is per tracer thread, so each worker takes
   // whole processes. Python processes first capture their own stacks.
   if (!no_stacks) RequestCaptures(targets, 1.0);
   for (Target& t : targets) {
-    if (t.trace.empty()) continue;
+    if (t.trace.empty() || node_fd < 0) continue;
     std::string err;
     if (!SparseCopy(t.trace, t.owner, node_fd, t.copy, &err)) warnings.push_back("cannot copy " + err);
   }
@@ -411,6 +484,20 @@ int DumpCommand(int argc, char** argv) {
     work();
     for (auto& th : pool) th.join();
   }
+
+  // Nothing could be read of any live process (ptrace refused, every
+  // process gone): said, and a failure, as py-spy's.
+  size_t live = 0, readable = 0;
+  std::string first_error;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].pid <= 0 || targets[i].live == Liveness::kGone || targets[i].live == Liveness::kZombie) continue;
+    ++live;
+    bool any = false;
+    for (const DumpedThread& th : stacks[i].threads) any |= !th.frames.empty();
+    readable += any || no_stacks;
+    if (!any && first_error.empty()) first_error = stacks[i].error;
+  }
+  const bool none_read = live > 0 && readable == 0;
 
   // node.json, with the node's pre-merge: distinct stacks and their ranks.
   NodeDump node;
@@ -438,6 +525,12 @@ int DumpCommand(int argc, char** argv) {
                          "." + std::to_string((ps.python_version >> 8) & 0xff);
       p.python_error = ps.python_error;
     }
+    if (t.pid > 0) {
+      std::ifstream in("/proc/" + std::to_string(t.pid) + "/cmdline");
+      std::getline(in, p.cmdline, '\n');
+      std::replace(p.cmdline.begin(), p.cmdline.end(), '\0', ' ');
+      while (!p.cmdline.empty() && p.cmdline.back() == ' ') p.cmdline.pop_back();
+    }
     for (const DumpedThread& th : ps.threads) {
       p.threads.push_back(ThreadOf(th));
       ++threads;
@@ -457,26 +550,38 @@ int DumpCommand(int argc, char** argv) {
     }
     node.processes.push_back(std::move(p));
   }
+  if (print) {
+    for (const NodeProcess& p : node.processes) fputs(ProcessStacksText(p).c_str(), stdout);
+  }
   for (const auto& [key, group] : distinct) {
     node.stack_groups.push_back({group.first, group.second.ToString(), group.second.Count()});
   }
   node.warnings = warnings;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   node.seconds = seconds;
-  const std::string text = JsonText(NodeToJson(node), 1) + "\n";
-  int node_json = CreateIn(node_fd, kNodeFile);
-  if (node_json < 0 || write(node_json, text.data(), text.size()) != ssize_t(text.size())) {
-    fprintf(stderr, "hangtrace dump: cannot write %s/%s: %s\n", node_dir.c_str(), kNodeFile, strerror(errno));
+  int status = kExitNoHang;
+  if (node_fd >= 0) {
+    const std::string text = JsonText(NodeToJson(node), 1) + "\n";
+    int node_json = CreateIn(node_fd, kNodeFile);
+    if (node_json < 0 || write(node_json, text.data(), text.size()) != ssize_t(text.size())) {
+      fprintf(stderr, "hangtrace dump: cannot write %s/%s: %s\n", node_dir.c_str(), kNodeFile, strerror(errno));
+      status = kExitCouldNot;
+    }
+    if (node_json >= 0) close(node_json);
+    close(node_fd);
   }
-  if (node_json >= 0) close(node_json);
-  close(node_fd);
 
   if (!quiet) {
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
-    fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound, in %.2f s -> %s\n",
-            host.c_str(), targets.size(), threads, unwound, seconds, node_dir.c_str());
+    fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound, in %.2f s%s\n", host.c_str(),
+            targets.size(), threads, unwound, seconds, node_fd >= 0 ? (" -> " + node_dir).c_str() : "");
   }
-  return 0;
+  if (none_read) {
+    fprintf(stderr, "hangtrace dump: could not read the stacks of any process%s%s\n", first_error.empty() ? "" : ": ",
+            first_error.c_str());
+    return kExitCouldNot;
+  }
+  return status;
 }
 
 }  // namespace hangtrace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cmds/commands.h"
+#include "merger/node_dump.h"
 #include "merger/rank_set.h"
 #include "merger/symbolize.h"
 #include "merger/trace_reader.h"
@@ -111,9 +112,18 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   const uint64_t last_ticks = p.end_ticks ? p.end_ticks : 0;
   double ran = last_ticks ? s.Seconds(p.clock.start_ticks, last_ticks) : -1;
   switch (state) {
-    case fmt::ProcState::kExited:
-      printf("state    exited with code %d after %.3f s\n", p.exit_code, ran);
+    case fmt::ProcState::kExited: {
+      // The status the shell sees (exit(-61) is status 195), and a thread
+      // still inside a call when another ended the process.
+      const int status = p.exit_code & 0xff;
+      std::string in_call;
+      for (const ThreadInfo& t : s.threads) {
+        if (!t.tracer && t.in_call) in_call = " while tid " + std::to_string(t.tid) + " was inside " + s.CallName(t.current.call);
+      }
+      printf("state    exited with status %d%s after %.3f s%s\n", status,
+             status == p.exit_code ? "" : (" (exit(" + std::to_string(p.exit_code) + "))").c_str(), ran, in_call.c_str());
       break;
+    }
     case fmt::ProcState::kCrashed:
       printf("state    CRASHED: %s (code %d, address 0x%" PRIx64 ") in tid %d after %.3f s\n",
              SignalName(p.signal).c_str(), p.signal_code, p.fault_addr, p.signal_tid, ran);
@@ -122,8 +132,11 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
       printf("state    exec'ed a new program (which has its own trace file)\n");
       break;
     default: {
+      // The file says running; /proc (or the heartbeat) may say it ended.
       double age = HeartbeatAge(s);
-      printf("state    %s, heartbeat %.1f s ago%s\n", fmt::ProcStateName(state), age,
+      const Liveness live = ProcessLiveness(s);
+      const bool ended = live == Liveness::kGone || live == Liveness::kZombie;
+      printf("state    %s, heartbeat %.1f s ago%s\n", ended ? "ended" : fmt::ProcStateName(state), age,
              LivenessText(s, age).c_str());
     }
   }
@@ -234,7 +247,23 @@ int InspectCommand(int argc, char** argv) {
       ++failed;
       continue;
     }
-    if (files.empty()) {
+    // A dump's processes without a trace file (untraced ranks, processes
+    // named by pid): their stacks, as the dump read them.
+    int untraced = 0;
+    for (const std::string& folder : FindNodeDumps(path)) {
+      NodeDump node;
+      std::string dump_error;
+      if (!ReadNodeDump(folder, &node, &dump_error)) continue;
+      for (const NodeProcess& np : node.processes) {
+        if (!np.trace.empty()) continue;
+        printf("== %s/%s: pid %d%s (untraced)\n", folder.c_str(), kNodeFile, np.pid,
+               np.rank >= 0 ? (", rank " + std::to_string(np.rank)).c_str() : "");
+        fputs(ProcessStacksText(np).c_str(), stdout);
+        ++untraced;
+      }
+    }
+    read_ok += untraced;
+    if (files.empty() && untraced == 0) {
       fprintf(stderr, "hangtrace inspect: no trace files (*.htrace) under %s\n", path.c_str());
       ++failed;
       continue;

@@ -2,6 +2,7 @@
 // each is doing now and the path to hand to analyze.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "cmds/commands.h"
@@ -30,9 +31,12 @@ std::string RanksBrief(const JobSummary& j) {
 
 int LsCommand(int argc, char** argv) {
   CLI::App app{
-      "List the traced jobs under the trace folder, newest first: state (running, hung, stopped,\n"
-      "exited, failed, crashed, gone), ranks, hosts, when it started and was last seen, the disk\n"
-      "its files take, and the folder to pass to `hangtrace analyze`.\n\n"
+      "List the traced jobs under the trace folder, newest first: state, ranks, hosts, when it\n"
+      "started and was last seen, the disk its files take, and the folder to pass to\n"
+      "`hangtrace analyze`. States: running (a process alive), hung (alive, with a call the\n"
+      "watchdog flagged), stopped (a process in state T), exited (every process exited 0),\n"
+      "failed (every process ended, one with a nonzero status), crashed (a fatal signal was\n"
+      "recorded), gone (a process vanished without an exit record: killed).\n\n"
       "examples:\n"
       "  hangtrace ls\n"
       "  hangtrace ls /scratch/traces       # a --dir / HANGTRACE_DIR of your own\n",
@@ -54,16 +58,35 @@ int LsCommand(int argc, char** argv) {
     return 0;
   }
   const int64_t now = NowRealNs();
-  printf("%-14s %-8s %-22s %-5s %-11s %-11s %-9s %s\n", "JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN",
-         "SIZE", "PATH");
+  // Columns as wide as their widest entry (a long job name or rank list
+  // must not push the others out of line).
+  struct Row {
+    std::string job, state, ranks, hosts, started, seen, size, path;
+  };
+  std::vector<Row> rows = {{"JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN", "SIZE", "PATH"}};
   for (const JobSummary& j : jobs) {
-    printf("%-14s %-8s %-22s %-5zu %-11s %-11s %-9s %s\n", j.job.c_str(), JobStateName(j.state), RanksBrief(j).c_str(),
-           j.hosts.size(), (Ago(now, j.start_real_ns) + " ago").c_str(),
-           j.Live() && j.state != JobState::kStopped ? "now" : (Ago(now, j.last_real_ns) + " ago").c_str(),
-           ByteSize(j.bytes).c_str(), j.path.c_str());
+    rows.push_back({j.job, JobStateName(j.state), RanksBrief(j), std::to_string(j.hosts.size()),
+                    Ago(now, j.start_real_ns) + " ago",
+                    j.Live() && j.state != JobState::kStopped ? "now" : Ago(now, j.last_real_ns) + " ago",
+                    ByteSize(j.bytes), j.path});
   }
-  printf("\nthe diagnosis of one: hangtrace analyze %s\n", jobs.front().path.c_str());
-  if (jobs.size() > 1) printf("remove the finished ones: hangtrace clean\n");
+  size_t w[7] = {};
+  for (const Row& r : rows) {
+    const std::string* f[7] = {&r.job, &r.state, &r.ranks, &r.hosts, &r.started, &r.seen, &r.size};
+    for (int i = 0; i < 7; ++i) w[i] = std::max(w[i], f[i]->size());
+  }
+  for (const Row& r : rows) {
+    printf("%-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", int(w[0]), r.job.c_str(), int(w[1]), r.state.c_str(),
+           int(w[2]), r.ranks.c_str(), int(w[3]), r.hosts.c_str(), int(w[4]), r.started.c_str(), int(w[5]),
+           r.seen.c_str(), int(w[6]), r.size.c_str(), r.path.c_str());
+  }
+  // What to do next, for the newest job: analyze a job of ranks; a job of
+  // processes without a rank has nothing to diagnose across ranks.
+  const JobSummary& newest = jobs.front();
+  if (!newest.ranks.empty()) printf("\nthe diagnosis of one: hangtrace analyze %s\n", newest.path.c_str());
+  else printf("\nits processes have no rank: hangtrace inspect %s\n", newest.path.c_str());
+  const bool named = app.count("dir") > 0;
+  if (jobs.size() > 1) printf("remove the finished ones: hangtrace clean%s\n", named ? (" " + root).c_str() : "");
   return 0;
 }
 

@@ -29,6 +29,18 @@ const CommandEntry kCommands[] = {
 
 }  // namespace
 
+const CLI::Validator& Seconds() {
+  static const CLI::Validator check(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end || !(v >= 0)) return "'" + text + "' is not a number of seconds >= 0";
+        return "";
+      },
+      "SECONDS");
+  return check;
+}
+
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;

@@ -56,7 +56,7 @@ int RunCommand(int argc, char** argv) {
   app.add_option("--timeout", timeout,
                  "watchdog seconds: a call in flight longer is marked, all thread stacks are captured "
                  "and one line is printed (HANGTRACE_TIMEOUT; default 120; 0 turns it off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Seconds());
   app.add_option("--blocking", blocking,
                  "off, coll, kernels or all: synchronize after each traced collective and/or kernel "
                  "launch, a selective and recorded CUDA_LAUNCH_BLOCKING=1 (HANGTRACE_BLOCKING)");

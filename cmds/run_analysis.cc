@@ -61,6 +61,16 @@ int ExitStatusOf(Verdict v) {
 int RunAnalysis(const AnalysisRequest& r) {
   const char* cmd = r.command;
   const bool text = r.format == "text";
+  // A dump's node.json given as a path: the dump is its folder.
+  for (const std::string& p : r.paths) {
+    const size_t slash = p.find_last_of('/');
+    if (p.substr(slash == std::string::npos ? 0 : slash + 1) == kNodeFile) {
+      const std::string folder = slash == std::string::npos ? "." : p.substr(0, slash);
+      fprintf(stderr, "%s: %s is a dump's record of its node; pass the dump's folder: %s %s\n", cmd, p.c_str(), cmd,
+              folder.c_str());
+      return kExitUsage;
+    }
+  }
   if (r.interval > 0 && HoldsDump(r.paths)) {
     fprintf(stderr,
             "%s: --interval reads the files twice, but a dump is a photograph: it does not move.\n"
@@ -98,6 +108,26 @@ int RunAnalysis(const AnalysisRequest& r) {
   const bool any_rank = std::any_of(job.ranks.begin(), job.ranks.end(),
                                     [](const RankView& v) { return v.state != RankState::kMissing; });
   if (job.files == 0 && !any_rank) {
+    // A dump of processes that are no ranks (hangtrace dump -p PID --out):
+    // nothing to diagnose across ranks, but their stacks are there.
+    bool printed = false;
+    for (const std::string& p : r.paths) {
+      for (const std::string& folder : FindNodeDumps(p)) {
+        NodeDump node;
+        std::string error;
+        if (!ReadNodeDump(folder, &node, &error)) continue;
+        for (const NodeProcess& np : node.processes) {
+          if (np.rank >= 0) continue;
+          fputs(ProcessStacksText(np).c_str(), stdout);
+          printed = true;
+        }
+      }
+    }
+    if (printed) {
+      fprintf(stderr, "%s: these processes have no rank (no MPI, torch or SLURM rank in their environment): "
+                      "their stacks are above; there is no job to diagnose across ranks\n", cmd);
+      return kExitCouldNot;
+    }
     for (const std::string& w : job.warnings) fprintf(stderr, "%s: %s\n", cmd, w.c_str());
     fprintf(stderr,
             "%s: no readable trace file under the given paths (a process that made no traced call and exited 0 "

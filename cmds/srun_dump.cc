@@ -124,7 +124,7 @@ int SrunDumpCommand(int argc, char** argv) {
   app.add_option("jobid", jobid, "SLURM job id")->required();
   app.add_option("-o,--out", out,
                  "dump folder, on a file system every node sees (default ./hangtrace-dump-JOBID-<time>)");
-  app.add_option("--node-timeout", node_timeout, "seconds to wait for the nodes (default 20)");
+  app.add_option("--node-timeout", node_timeout, "seconds to wait for the nodes (default 20)")->check(Seconds());
   app.add_option("--dir", dir, "trace folder root on the nodes (default: the runtime's, $HANGTRACE_DIR)");
   app.add_flag("--no-stacks", no_stacks, "trace files and process state only: attach to nothing");
   app.add_option("-f,--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
@@ -139,6 +139,15 @@ int SrunDumpCommand(int argc, char** argv) {
     return kExitCouldNot;
   }
   sq_out = Trim(sq_out);
+  // squeue could not ask: the controller is down, or no SLURM is configured
+  // here. That is the cause to say, not "job unknown".
+  const std::string sq_why = Trim(sq_err);
+  if (rc != 0 && (sq_why.find("controller") != std::string::npos || sq_why.find("onnect") != std::string::npos ||
+                  sq_why.find("slurm.conf") != std::string::npos || sq_why.find("ould not establish") != std::string::npos)) {
+    fprintf(stderr, "hangtrace srun-dump: SLURM's controller did not answer (squeue: %s); run it where SLURM works\n",
+            sq_why.c_str());
+    return kExitCouldNot;
+  }
   if (rc != 0 || sq_out.empty()) {
     fprintf(stderr, "hangtrace srun-dump: job %s is not known to SLURM (finished, or a wrong id)%s%s\n",
             jobid.c_str(), sq_err.empty() ? "" : ": ", Trim(sq_err).c_str());

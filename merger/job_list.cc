@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "merger/node_dump.h"
 #include "merger/trace_reader.h"
 
 namespace hangtrace {
@@ -130,6 +131,12 @@ std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, st
     }
     if (warnings) warnings->insert(warnings->end(), skipped.begin(), skipped.end());
     if (j.files + j.unreadable == 0) continue;
+    // A dump written into the trace folder is no job (its snapshots are
+    // photographs of one): left out, and said.
+    if (!FindNodeDumps(j.path).empty()) {
+      if (warnings) warnings->push_back(j.path + " is a dump (node.json), not a job: hangtrace analyze " + j.path);
+      continue;
+    }
     j.state = Decide(j);
     jobs.push_back(std::move(j));
   }

@@ -101,6 +101,7 @@ json NodeToJson(const NodeDump& n) {
               {"error", p.error},
               {"seconds", p.seconds}};
     if (!p.python_version.empty()) o["python"] = {{"version", p.python_version}, {"error", p.python_error}};
+    if (!p.cmdline.empty()) o["cmdline"] = p.cmdline;
     o["threads"] = json::array();
     for (const NodeThread& t : p.threads) {
       json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
@@ -148,6 +149,7 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
       p.state_before = o.value("state_before", "?");
       p.state_after = o.value("state_after", "?");
       p.error = o.value("error", "");
+      p.cmdline = o.value("cmdline", "");
       p.seconds = o.value("seconds", 0.0);
       if (o.contains("python") && o["python"].is_object()) {
         p.python_version = o["python"].value("version", "");
@@ -191,6 +193,23 @@ bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error)
     return false;
   }
   return NodeFromJson(j, node, error);
+}
+
+std::string ProcessStacksText(const NodeProcess& p) {
+  std::string out = "Process " + std::to_string(p.pid) + ": " + p.cmdline + "\n";
+  if (!p.python_version.empty()) out += "Python v" + p.python_version + "\n";
+  if (!p.error.empty()) out += "(" + p.error + ")\n";
+  for (const NodeThread& th : p.threads) {
+    std::string how = "state " + th.state;
+    if (!th.syscall.empty() && isdigit(static_cast<unsigned char>(th.syscall[0]))) how += ", in " + SyscallName(th.syscall);
+    if (th.lock_holder_pid) how += ", waiting for the file lock pid " + std::to_string(th.lock_holder_pid) + " holds";
+    out += "\nThread " + std::to_string(th.tid) + " (" + how + "): \"" + th.name + "\"\n";
+    if (th.frames.empty()) out += "    (no stack: " + (th.error.empty() ? th.method : th.error) + ")\n";
+    for (const Frame& f : th.frames) {
+      out += "    " + Shortened(f.Text()) + (f.lang == Frame::Lang::kPython ? "" : "  [native]") + "\n";
+    }
+  }
+  return out + "\n";
 }
 
 std::vector<std::string> FindNodeDumps(const std::string& path) {

@@ -43,6 +43,7 @@ struct NodeProcess {
   std::string error;
   double seconds = 0;
   std::string python_version, python_error;
+  std::string cmdline;      // its command line, as /proc showed it
   std::vector<NodeThread> threads;
   bool HasPythonFrames() const;
 };
@@ -67,6 +68,12 @@ Frame FrameFromJson(const nlohmann::json& j);
 nlohmann::json NodeToJson(const NodeDump& node);
 // False with a sentence in `error` when `j` is not a node dump.
 bool NodeFromJson(const nlohmann::json& j, NodeDump* node, std::string* error);
+// A process's threads as py-spy prints them (`py-spy dump --native`): each
+// thread with its state and system call, its stack innermost first, Python
+// frames mixed in. What `hangtrace dump -p PID` prints for a process that is
+// no rank, and `analyze` for such a dump.
+std::string ProcessStacksText(const NodeProcess& p);
+
 // The folders under `path` that hold a dump's node.json: the path itself
 // and its subfolders one level down (OUT/<host>/). Links are not followed.
 std::vector<std::string> FindNodeDumps(const std::string& path);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/test_util.h"
@@ -67,6 +68,99 @@ TEST(Cli, AnOutputThatCannotBeWrittenIsSaidAndFailsTheCommand) {
     EXPECT_EQ(r.exit_code, 1) << option << ": " << r.err;
     EXPECT_NE(r.err.find("cannot write " + dir.path() + "/no/such/folder/out"), std::string::npos) << r.err;
   }
+}
+
+TEST(Cli, DumpOfAProcessWithoutARankPrintsItsStacksAsPySpyDoes) {
+  TempDir dir;
+  testing::Started py({"python3", "-c", "import time\ndef wait_here():\n    time.sleep(60)\nprint('in', flush=True)\nwait_here()\n"},
+                      {});
+  ASSERT_TRUE(py.WaitFor("in", 10));
+  const std::string folder = "hangtrace-dump-" + std::to_string(py.pid());
+  ProgramResult r = Cli({"dump", "-p", std::to_string(py.pid())});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Process " + std::to_string(py.pid()) + ": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Thread " + std::to_string(py.pid()) + " (state S, in clock_nanosleep)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("    wait_here (<string>:3)\n"), std::string::npos) << r.out;  // the Python frame
+  EXPECT_NE(r.out.find("  [native]"), std::string::npos) << r.out;                   // and the native ones
+  // No folder left behind unless asked (--out): the stacks were the answer.
+  EXPECT_TRUE(r.err.find(" -> ") == std::string::npos) << r.err;
+  // Asked with --out: analyze and inspect print the same stacks.
+  r = Cli({"dump", "-p", std::to_string(py.pid()), "--out", dir.path() + "/d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ProgramResult a = Cli({"analyze", dir.path() + "/d"});
+  EXPECT_EQ(a.exit_code, 1) << a.err;
+  EXPECT_NE(a.out.find("wait_here (<string>:3)"), std::string::npos) << a.out;
+  EXPECT_NE(a.err.find("no rank"), std::string::npos) << a.err;
+  ProgramResult i = Cli({"inspect", dir.path() + "/d"});
+  EXPECT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("wait_here (<string>:3)"), std::string::npos) << i.out;
+}
+
+TEST(Cli, DumpFailsWithTheReasonAsPySpyDoes) {
+  ProgramResult r = Cli({"dump", "-p", "999999999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no process 999999999"), std::string::npos) << r.err;
+  // `-p $(pgrep ...)` where pgrep found nothing: said, not a conversion error.
+  r = Cli({"dump", "-p", "--out", "/tmp/x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--pid needs process ids"), std::string::npos) << r.err;
+}
+
+TEST(Cli, DumpTakesTheJobAnalyzeWouldTake) {
+  TempDir dir, out;
+  pid_t live = StartLiveJob(dir);  // job "live", the folder's only one
+  ProgramResult r = Cli({"dump", "--dir", dir.path(), "--out", out.path(), "--no-stacks"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ListTraceFiles(out.path()).size(), 1u) << r.err;
+  // Two jobs, one running and one ended: the running one.
+  Simulate(dir, "ended", "");
+  TempDir out2;
+  r = Cli({"dump", "--dir", dir.path(), "--out", out2.path(), "--no-stacks"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ListTraceFiles(out2.path()).size(), 1u) << r.err;
+  kill(live, SIGKILL);
+  waitpid(live, nullptr, 0);
+  // Two jobs, none running: which one is asked, and nothing is written.
+  TempDir out3;
+  r = Cli({"dump", "--dir", dir.path(), "--out", out3.path() + "/o", "--no-stacks"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hangtrace dump --job ended"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out3.path() + "/o"));
+}
+
+TEST(Cli, MessagesSayTheCause) {
+  ProgramResult r = Cli({"run", "--timeout", "-1", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'-1' is not a number of seconds >= 0"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 200u) << "no DBL_MAX in 300 digits: " << r.err;
+  r = Cli({"analyze", "/tmp/some/dump/node1/node.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pass the dump's folder: hangtrace analyze /tmp/some/dump/node1"), std::string::npos) << r.err;
+  r = Cli({"srun-dump", "12345"});  // no SLURM configured outside the test cluster
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("controller did not answer"), std::string::npos) << r.err;
+}
+
+TEST(Cli, LsAndCleanTakeTheFolderWhereverItIsGiven) {
+  TempDir dir;
+  Simulate(dir, "a", "");
+  Simulate(dir, "pp", "");
+  ProgramResult r = Cli({"ls", dir.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("remove the finished ones: hangtrace clean " + dir.path()), std::string::npos) << r.out;
+  // --job takes one name; the folder after it is the folder.
+  r = Cli({"clean", "--job", "pp", dir.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/pp"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/a"));
+  // A dump written into the trace folder is no job.
+  std::filesystem::create_directories(dir.path() + "/mydump/node1");
+  std::ofstream(dir.path() + "/mydump/node1/node.json") << "{}";
+  std::filesystem::copy(dir.path() + "/a", dir.path() + "/mydump/node1", std::filesystem::copy_options::recursive);
+  r = Cli({"ls", dir.path()});
+  EXPECT_EQ(r.out.find("mydump"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("is a dump (node.json), not a job"), std::string::npos) << r.err;
 }
 
 TEST(Cli, AFolderOfSeveralJobsIsRefusedWithTheJobsListed) {

@@ -242,6 +242,8 @@ TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   ProgramResult r = RunMpi(dir, 4, "hang", /*timeout=*/"1");
   EXPECT_NE(r.exit_code, 0);  // the ranks die of SIGALRM
   EXPECT_EQ(r.err.find("the hang did not happen"), std::string::npos) << r.err;
+  // The watchdog names the root as the report does: by its world rank.
+  EXPECT_NE(r.err.find("in MPI_Bcast #3 on comm 'split' root rank 1 for "), std::string::npos) << r.err;
   auto ranks = ReadRanks(dir);
   ASSERT_EQ(ranks.size(), 4u);
   uint64_t split_id = 0;
