@@ -576,6 +576,15 @@ int DumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound, in %.2f s%s\n", host.c_str(),
             targets.size(), threads, unwound, seconds, node_fd >= 0 ? (" -> " + node_dir).c_str() : "");
   }
+  // A job whose every process has ended (a stale folder): its files are
+  // what is left, and analyze reads them as they are.
+  const bool all_ended = !targets.empty() && std::all_of(targets.begin(), targets.end(), [](const Target& t) {
+    return t.live == Liveness::kGone || t.live == Liveness::kZombie;
+  });
+  if (all_ended && !quiet) {
+    fprintf(stderr, "hangtrace dump: every process of job %s has ended: the dump holds their files as they were "
+                    "left (hangtrace analyze %s reads them too)\n", job.c_str(), job_dir.c_str());
+  }
   if (none_read) {
     fprintf(stderr, "hangtrace dump: could not read the stacks of any process%s%s\n", first_error.empty() ? "" : ": ",
             first_error.c_str());

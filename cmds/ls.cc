@@ -60,25 +60,35 @@ int LsCommand(int argc, char** argv) {
   const int64_t now = NowRealNs();
   // Columns as wide as their widest entry (a long job name or rank list
   // must not push the others out of line).
-  struct Row {
-    std::string job, state, ranks, hosts, started, seen, size, path;
+  // The command that was launched, shortened: its program's name and the
+  // first arguments (job ids are opaque numbers; this says which is which).
+  auto command = [](const std::string& cmdline) {
+    std::string text = cmdline;
+    const size_t space = text.find(' ');
+    const size_t slash = text.rfind('/', space);
+    if (slash != std::string::npos) text = text.substr(slash + 1);
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return text.empty() ? std::string("?") : text;
   };
-  std::vector<Row> rows = {{"JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN", "SIZE", "PATH"}};
+  struct Row {
+    std::string job, state, ranks, hosts, started, seen, size, cmd, path;
+  };
+  std::vector<Row> rows = {{"JOB", "STATE", "RANKS", "HOSTS", "STARTED", "LAST SEEN", "SIZE", "COMMAND", "PATH"}};
   for (const JobSummary& j : jobs) {
     rows.push_back({j.job, JobStateName(j.state), RanksBrief(j), std::to_string(j.hosts.size()),
                     Ago(now, j.start_real_ns) + " ago",
                     j.Live() && j.state != JobState::kStopped ? "now" : Ago(now, j.last_real_ns) + " ago",
-                    ByteSize(j.bytes), j.path});
+                    ByteSize(j.bytes), command(j.command), j.path});
   }
-  size_t w[7] = {};
+  size_t w[8] = {};
   for (const Row& r : rows) {
-    const std::string* f[7] = {&r.job, &r.state, &r.ranks, &r.hosts, &r.started, &r.seen, &r.size};
-    for (int i = 0; i < 7; ++i) w[i] = std::max(w[i], f[i]->size());
+    const std::string* f[8] = {&r.job, &r.state, &r.ranks, &r.hosts, &r.started, &r.seen, &r.size, &r.cmd};
+    for (int i = 0; i < 8; ++i) w[i] = std::max(w[i], f[i]->size());
   }
   for (const Row& r : rows) {
-    printf("%-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", int(w[0]), r.job.c_str(), int(w[1]), r.state.c_str(),
-           int(w[2]), r.ranks.c_str(), int(w[3]), r.hosts.c_str(), int(w[4]), r.started.c_str(), int(w[5]),
-           r.seen.c_str(), int(w[6]), r.size.c_str(), r.path.c_str());
+    printf("%-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", int(w[0]), r.job.c_str(), int(w[1]),
+           r.state.c_str(), int(w[2]), r.ranks.c_str(), int(w[3]), r.hosts.c_str(), int(w[4]), r.started.c_str(),
+           int(w[5]), r.seen.c_str(), int(w[6]), r.size.c_str(), int(w[7]), r.cmd.c_str(), r.path.c_str());
   }
   // What to do next, for the newest job: analyze a job of ranks; a job of
   // processes without a rank has nothing to diagnose across ranks.

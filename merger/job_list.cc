@@ -38,6 +38,11 @@ void AddFile(JobSummary* j, const TraceSnapshot& s) {
   const fmt::ProcessInfo& p = s.process;
   ++j->files;
   j->hosts.insert(BoundedString(p.host, sizeof(p.host)));
+  // What launched the job, told by its lowest rank's command line.
+  if (j->command.empty() || (p.rank >= 0 && (j->command_rank < 0 || p.rank < j->command_rank))) {
+    j->command = BoundedString(p.cmdline[0] ? p.cmdline : p.exe, p.cmdline[0] ? sizeof(p.cmdline) : sizeof(p.exe));
+    j->command_rank = p.rank;
+  }
   if (p.rank >= 0) j->ranks.insert(p.rank);
   j->world_size = std::max(j->world_size, p.world_size);
   // Wall-clock facts of the file itself, not converted ticks (a process

@@ -25,6 +25,8 @@ struct JobSummary {
   int64_t start_real_ns = 0;  // the earliest process start (0: unknown)
   int64_t last_real_ns = 0;   // the latest sign of life (exit, crash, heartbeat)
   uint64_t bytes = 0;         // disk the files take
+  std::string command;        // what was launched: the command of its lowest rank (or first process)
+  int32_t command_rank = -1;  // the rank `command` is of (-1: a process without one)
   // Processes by what they are now.
   size_t alive = 0, stopped = 0, exited_ok = 0, exited_failed = 0, crashed = 0, gone = 0;
   size_t flagged = 0;         // live processes with a call the watchdog flagged

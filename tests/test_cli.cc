@@ -142,6 +142,16 @@ TEST(Cli, MessagesSayTheCause) {
   EXPECT_NE(r.err.find("controller did not answer"), std::string::npos) << r.err;
 }
 
+TEST(Cli, InspectSaysTheExitStatusTheShellSees) {
+  TempDir dir;
+  ProgramResult p = RunProgram({HT_PROG, "exit", "-61"}, {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", dir.path()},
+                                                         {"HANGTRACE_JOB", "job"}});
+  EXPECT_EQ(p.exit_code, 195);
+  ProgramResult r = Cli({"inspect", dir.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("state    exited with status 195 (exit(-61)) after "), std::string::npos) << r.out;
+}
+
 TEST(Cli, LsAndCleanTakeTheFolderWhereverItIsGiven) {
   TempDir dir;
   Simulate(dir, "a", "");
@@ -149,6 +159,7 @@ TEST(Cli, LsAndCleanTakeTheFolderWhereverItIsGiven) {
   ProgramResult r = Cli({"ls", dir.path()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("remove the finished ones: hangtrace clean " + dir.path()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  pretrain_gpt --tp 2 --pp 1 --dp 2  "), std::string::npos) << "what was launched: " << r.out;
   // --job takes one name; the folder after it is the folder.
   r = Cli({"clean", "--job", "pp", dir.path()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
