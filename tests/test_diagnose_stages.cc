@@ -444,6 +444,21 @@ TEST(StackCalls, TheCallsOfTheLibrariesUsersRun) {
   EXPECT_EQ(OpOfCallName("ncclAllGather"), fmt::Op::kAllgather);
 }
 
+TEST(Stages, AnotherCollectiveIsSaidAsCallsNotAsAnArgument) {
+  JobBuilder b(2);
+  Mismatch m;
+  m.comm = 0;
+  m.seq = 6;
+  m.field = "op";
+  RankSet most, odd;
+  most.Add(0);
+  odd.Add(1);
+  m.values = {{"MPI_Allreduce", most}, {"MPI_Barrier", odd}};
+  m.odd = odd;
+  EXPECT_EQ(MismatchWhy(b.job, m, 1),
+            "calls MPI_Barrier as collective #6 on world where the other members call MPI_Allreduce");
+}
+
 TEST(Stages, DocsDescribeEveryRuleInTableOrder) {
   // docs/ANALYSIS.md has one "#### rule `NAME`" section per rule, in the
   // order of kBlameRules: a rule added here must be explained there.
