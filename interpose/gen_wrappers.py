@@ -235,8 +235,10 @@ def body(c):
         return (f"MPI_Comm freed = *{r['freecomm']};\nr.seq = NextCollSeq(r.comm);\n" +
                 BLOCKING.format(args=args, after="if (ret == MPI_SUCCESS) CommFreeing(freed);\n"))
     if k == "init":
+        # The handlers the library installs in it are the library's.
         provided = f"{r['provided']} ? *{r['provided']} : MPI_THREAD_SINGLE" if "provided" in r else "MPI_THREAD_SINGLE"
-        return BLOCKING.format(args=args, after=f"if (ret == MPI_SUCCESS) Initialized({provided});\n")
+        return ("LibraryInitializing(true);\n" +
+                BLOCKING.format(args=args, after=f"LibraryInitializing(false);\nif (ret == MPI_SUCCESS) Initialized({provided});\n"))
     if k == "finalize":
         return BLOCKING.format(args=args, after="")
     if k in ("psend", "precv"):

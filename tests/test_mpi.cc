@@ -237,6 +237,58 @@ TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
   }
 }
 
+// tests/mpi/signals_prog.c MODE on one rank, traced or not; in the term
+// modes the rank gets a SIGTERM once it says it is ready.
+struct SignalsRun {
+  int exit_code = -1;
+  std::string out;
+};
+SignalsRun RunSignals(const std::string& mode, bool traced, const TempDir& dir) {
+  std::vector<std::string> argv = {"mpirun", "-np", "1"};
+  if (traced) argv.insert(argv.end(), {HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--"});
+  argv.insert(argv.end(), {HT_SIGNALS_PROG, mode});
+  testing::Started p(argv, testing::kMpiAsRoot);
+  if (mode.rfind("term-", 0) == 0) {
+    EXPECT_TRUE(p.WaitFor("ready ", 60)) << p.out();
+    const size_t at = p.out().find("ready ");
+    const pid_t pid = at == std::string::npos ? 0 : pid_t(atoi(p.out().c_str() + at + 6));
+    usleep(200 * 1000);  // into its read()
+    if (pid > 0) kill(pid, SIGTERM);
+  }
+  SignalsRun r;
+  r.exit_code = p.Wait(60);
+  r.out = p.out();
+  // The pid differs run to run.
+  const size_t at = r.out.find("ready ");
+  if (at != std::string::npos) r.out.replace(at, r.out.find('\n', at) - at, "ready PID");
+  return r;
+}
+
+TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
+  // What the program sees of its signal setup, and what its handlers do,
+  // is the same traced and untraced: a SIGTERM handler without SA_RESTART,
+  // installed before or after MPI_Init, interrupts a blocking read(); the
+  // default dispositions read as default; 1000 SIGSEGVs the program handles
+  // itself are no crash.
+  for (const char* mode : {"query", "term-before", "term-after", "segv-handled"}) {
+    TempDir untraced_dir, traced_dir;
+    const SignalsRun untraced = RunSignals(mode, false, untraced_dir);
+    const SignalsRun traced = RunSignals(mode, true, traced_dir);
+    EXPECT_EQ(traced.out, untraced.out) << mode;
+    EXPECT_EQ(traced.exit_code, untraced.exit_code) << mode;
+    if (std::string(mode) == "query") EXPECT_NE(untraced.out.find("SIGSEGV default"), std::string::npos) << untraced.out;
+    if (std::string(mode).rfind("term-", 0) == 0) {
+      EXPECT_NE(untraced.out.find("read: Interrupted system call"), std::string::npos) << untraced.out;
+    }
+    if (std::string(mode) == "segv-handled") {
+      EXPECT_NE(traced.out.find("handled 1000 faults"), std::string::npos) << traced.out;
+      Job job = LoadJob({traced_dir.path()});
+      Diagnosis d = Diagnose(job);
+      EXPECT_EQ(d.verdict, Verdict::kNoHang) << "a program that handles its own faults did not crash: " << d.summary;
+    }
+  }
+}
+
 TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   TempDir dir;
   ProgramResult r = RunMpi(dir, 4, "hang", /*timeout=*/"1");

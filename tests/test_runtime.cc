@@ -182,6 +182,20 @@ TEST(Runtime, AFileCutShortKeepsTheLanesThatAreWhole) {
   EXPECT_TRUE(said);
 }
 
+TEST(Runtime, ARustProgramsStackOverflowMessageSurvivesTracing) {
+  // Rust installs its SIGSEGV handler only where the default one is; the
+  // runtime's own stands in for the default, and must read as the default.
+  if (std::string(HT_RUST_OVERFLOW).empty()) GTEST_SKIP() << "rustc is not installed";
+  TempDir dir;
+  ProgramResult untraced = RunProgram({HT_RUST_OVERFLOW}, {}, 30);
+  ProgramResult traced = RunProgram({HT_RUST_OVERFLOW}, {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", dir.path()},
+                                                         {"HANGTRACE_JOB", "job"}}, 30);
+  EXPECT_EQ(untraced.term_signal, SIGABRT) << untraced.err;
+  EXPECT_EQ(traced.term_signal, untraced.term_signal) << traced.err;
+  EXPECT_NE(untraced.err.find("has overflowed its stack"), std::string::npos) << untraced.err;
+  EXPECT_NE(traced.err.find("has overflowed its stack"), std::string::npos) << traced.err;
+}
+
 TEST(Runtime, NormalExitIsRecordedWithItsCode) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"exit", "3"});

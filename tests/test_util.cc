@@ -125,10 +125,21 @@ bool Started::WaitFor(const std::string& text, double timeout_s) {
 int Started::Wait(double timeout_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
+  // Its output is read meanwhile (a full pipe would stop it) and to the end.
+  auto drain = [&] {
+    char buf[4096];
+    for (ssize_t n; (n = read(out_fd_, buf, sizeof(buf))) > 0;) out_.append(buf, size_t(n));
+  };
   while (pid_ > 0) {
+    drain();
     pid_t w = waitpid(pid_, &status, WNOHANG);
     if (w == pid_) {
       pid_ = -1;
+      // What its children (mpirun's ranks) still hold of the pipe.
+      for (int i = 0; i < 20; ++i) {
+        drain();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     }
     if (std::chrono::steady_clock::now() > deadline) return -1;

@@ -2,6 +2,8 @@
 // the wrappers of interpose/ use is in tracer/runtime.h).
 #pragma once
 
+#include <signal.h>
+
 #include <cstddef>
 #include <string>
 
@@ -25,6 +27,16 @@ bool IsTracerThread(int tid);
 // alone when the thread has one already; ReleaseAltStack at thread exit.
 void EnsureAltStack();
 void ReleaseAltStack();
+
+// Signals (signals.cc, handlers in stacks.cc).
+int StackSignal();  // the stack-capture signal
+void StackSignalHandler(int sig, siginfo_t* info, void* uc);
+void FatalSignalHandler(int sig, siginfo_t* info, void* uc);
+void TermSignalHandler(int sig, siginfo_t* info, void* uc);
+// Hands `sig` to the disposition the runtime's handler stands in front of.
+void ChainToPrevious(int sig, siginfo_t* info, void* uc, bool resend);
+// The kernel's disposition of `sig` now (not the program's view).
+int CurrentSigaction(int sig, struct sigaction* out);
 
 // The trace file (trace_file.cc).
 struct Config;

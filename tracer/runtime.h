@@ -7,6 +7,8 @@
 // first traced call of a thread takes the slow path once (AttachThread).
 #pragma once
 
+#include <signal.h>
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -219,6 +221,12 @@ const Config& RuntimeConfig();
 // The stack-capture signal and the fatal-signal recorders (stacks.cc); again
 // after a library (MPI) installed its own, to chain to them.
 void InstallSignalHandlers();
+// sigaction as the program sees it (interpose/signals.cc): the runtime's
+// handlers hidden, the program's own taking effect as it asked (signals.cc).
+int ProgramSigaction(int sig, const struct sigaction* act, struct sigaction* old);
+// A library's initialization (MPI_Init) runs: the handlers it installs are
+// the library's, which the runtime stands in front of again afterwards.
+void LibraryInitializing(bool running);
 
 // Starts a detached thread of the tracer's own with every signal blocked
 // (signals meant for the program never land there); false on failure.

@@ -47,15 +47,6 @@
 namespace hangtrace {
 namespace {
 
-// glibc keeps the lowest real-time signals; take one from the top end.
-int StackSignal() { return SIGRTMAX - 5; }
-
-const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-// The signal launchers and schedulers end a job with (mpirun, slurmstepd,
-// scancel, a time limit): recorded, then handled as before. Not SIGINT:
-// CPython installs its KeyboardInterrupt handler only over the default one.
-const int kTermSignals[] = {SIGTERM};
-struct sigaction g_previous[65];
 volatile int g_in_crash = 0;
 
 int GetTid() { return int(syscall(SYS_gettid)); }
@@ -103,6 +94,8 @@ void UnwindInto(fmt::StackSlot* slot, void* uc) {
                    __ATOMIC_RELEASE);
 }
 
+}  // namespace
+
 void StackSignalHandler(int, siginfo_t*, void* uc) {
   int saved_errno = errno;
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
@@ -129,6 +122,8 @@ void StackSignalHandler(int, siginfo_t*, void* uc) {
   }
   errno = saved_errno;
 }
+
+namespace {
 
 // Parses one line of /proc/self/maps into `m` when it maps a file
 // executable. Async-signal-safe.
@@ -209,22 +204,7 @@ void CaptureModules(TraceFile* f, uint32_t round) {
   __atomic_store_n(&f->header->counters.module_count, count, __ATOMIC_RELEASE);
 }
 
-// Hands `sig` to the handler that was there before ours, or to the default
-// action; `resend`: send it again (it stays pending while this handler runs
-// and is delivered on return).
-void ChainToPrevious(int sig, siginfo_t* info, void* uc, bool resend) {
-  const struct sigaction& prev = g_previous[sig];
-  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) {
-    prev.sa_sigaction(sig, info, uc);
-    return;
-  }
-  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    prev.sa_handler(sig);
-    return;
-  }
-  sigaction(sig, &prev, nullptr);
-  if (resend) syscall(SYS_tgkill, getpid(), GetTid(), sig);
-}
+}  // namespace
 
 void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
@@ -290,6 +270,8 @@ void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
   ChainToPrevious(sig, info, uc, /*resend=*/true);
 }
 
+namespace {
+
 // Whether thread `tid` of this process blocks `sig` (SigBlk in its status).
 bool BlocksSignal(int tid, int sig) {
   char path[64];
@@ -305,37 +287,7 @@ bool BlocksSignal(int tid, int sig) {
   return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
 }
 
-// Installs `handler` for `sig` unless the program ignores it or it is ours
-// already; remembers the handler it replaces.
-void Install(int sig, void (*handler)(int, siginfo_t*, void*), int flags) {
-  struct sigaction old;
-  if (sigaction(sig, nullptr, &old) != 0) return;
-  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) return;  // keep ignored
-  if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == handler) return;
-  g_previous[sig] = old;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = flags;
-  sa.sa_sigaction = handler;
-  sigaction(sig, &sa, nullptr);
-}
-
 }  // namespace
-
-void InstallSignalHandlers() {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sigemptyset(&sa.sa_mask);
-  // SA_RESTART: a thread interrupted in a restartable system call resumes it.
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sa.sa_sigaction = StackSignalHandler;
-  sigaction(StackSignal(), &sa, nullptr);
-
-  for (int sig : kFatalSignals) Install(sig, FatalSignalHandler, SA_SIGINFO | SA_ONSTACK);
-  EnsureAltStack();  // the thread that starts the runtime: main, usually
-  for (int sig : kTermSignals) Install(sig, TermSignalHandler, SA_SIGINFO | SA_RESTART);
-}
 
 namespace {
 // Room for the recorder: libunwind's cursor and the module map's reading
@@ -384,7 +336,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   NameTraceFile();  // a capture is worth keeping: readers must find it
   // Refuse when someone replaced our handler: the signal would run theirs.
   struct sigaction cur;
-  if (sigaction(StackSignal(), nullptr, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+  if (CurrentSigaction(StackSignal(), &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
       cur.sa_sigaction != StackSignalHandler) {
     WriteStderrLine("hangtrace: stack capture skipped: the program replaced hangtrace's signal handler");
     return 0;
