@@ -289,6 +289,24 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
   }
 }
 
+TEST(Mpi, PoolWorkersOfARankLeaveNoFileAndNoVerdict) {
+  // An mpi4py job whose ranks run a multiprocessing pool (spawn): the
+  // workers inherit the rank's variables, make no traced call and are ended
+  // by SIGTERM. They kept a file each (named at start, and at the SIGTERM),
+  // and the job read "ranks 0-1 were ended by SIGTERM".
+  if (system("/usr/bin/python3 -c 'import mpi4py' 2> /dev/null") != 0) GTEST_SKIP() << "python3-mpi4py is not installed";
+  TempDir dir;
+  ProgramResult r = RunProgram({"mpirun", "-np", "2", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
+                                "job", "--", "/usr/bin/python3", HT_SOURCE_DIR "/tests/python/pool_job.py"},
+                               testing::kMpiAsRoot, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ListTraceFiles(dir.path()).size(), 2u) << "one file per rank, none per worker";
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.verdict, Verdict::kNoHang) << d.summary;
+  EXPECT_EQ(d.summary, "every rank exited");
+}
+
 TEST(Mpi, HangShowsOthersInBcastAndRankOneInAllreduce) {
   TempDir dir;
   ProgramResult r = RunMpi(dir, 4, "hang", /*timeout=*/"1");

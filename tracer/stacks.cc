@@ -247,7 +247,12 @@ void TermSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (f && f->process->term_signal == 0) {
-    NameTraceFile();
+    // Worth a file only with something to say: a traced call, a stack
+    // (a multiprocessing worker ended by its pool has nothing).
+    if (__atomic_load_n(&f->program_called, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE)) {
+      NameTraceFile();
+    }
     fmt::ProcessInfo* p = f->process;
     p->term_sender_pid = info && info->si_code <= 0 ? info->si_pid : 0;
     p->term_ticks = NowTicks();

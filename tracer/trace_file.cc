@@ -230,15 +230,55 @@ int OpenNewFile(int dir_fd, const std::string& dir, const char* stem, const fmt:
 
 }  // namespace
 
+namespace {
+// Whether the parent process has `name`=`value` in its environment: then
+// this process inherited its rank variable from the rank (a data-loader
+// worker, a multiprocessing spawn, a shell's child) and is not the rank
+// itself. A launcher (mpirun's daemon, slurmstepd, torchrun) does not hold
+// the rank variable it gives its ranks.
+bool ParentHasSame(const char* name, const char* value) {
+  char path[48];
+  snprintf(path, sizeof(path), "/proc/%d/environ", int(getppid()));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const size_t name_len = strlen(name), value_len = strlen(value);
+  char buf[8192];
+  size_t have = 0;
+  bool found = false;
+  for (;;) {
+    const ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+    if (n <= 0) break;
+    have += size_t(n);
+    size_t start = 0;
+    for (size_t i = 0; i < have && !found; ++i) {
+      if (buf[i] != '\0') continue;
+      const char* e = buf + start;
+      found = i - start == name_len + 1 + value_len && memcmp(e, name, name_len) == 0 && e[name_len] == '=' &&
+              memcmp(e + name_len + 1, value, value_len) == 0;
+      start = i + 1;
+    }
+    if (found) break;
+    if (start == 0 && have == sizeof(buf)) have = 0;  // an entry longer than the buffer: not ours
+    memmove(buf, buf + start, have - start);
+    have -= start;
+  }
+  close(fd);
+  return found;
+}
+}  // namespace
+
 // Whether the file is named at start: when asked to keep every file, and in
 // a launcher's rank (a rank that hangs before its first MPI call is still
-// seen). Every other process names it at its first traced call.
+// seen), not in a child that inherited the rank's variables. Every other
+// process names it at its first traced call.
 bool NameAtStart(const Config& c) {
   if (c.keep) return true;
   for (const RankVariable& e : kRankVariables) {
-    if (e.source != fmt::RankSource::kEnvTorch && getenv(e.rank)) return true;
+    if (e.source == fmt::RankSource::kEnvTorch) continue;
+    if (const char* v = getenv(e.rank)) return !ParentHasSame(e.rank, v);
   }
-  return getenv("RANK") && getenv("WORLD_SIZE");
+  const char* rank = getenv("RANK");
+  return rank && getenv("WORLD_SIZE") && !ParentHasSame("RANK", rank);
 }
 
 // Lays out and maps a new trace file into `f`: anonymous (O_TMPFILE in the
