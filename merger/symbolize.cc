@@ -4,6 +4,10 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -59,10 +63,24 @@ Symbolizer::Module* Symbolizer::Open(const std::string& path) {
   auto m = std::make_unique<Module>();
   m->dwfl = dwfl_begin(&callbacks);
   if (!m->dwfl) return nullptr;
-  // ET_DYN at base 0 with p_vaddr added: addresses are the file's own.
-  m->mod = dwfl_report_elf(m->dwfl, path.c_str(), path.c_str(), -1, 0, true);
+  // The path comes from a trace file, which anyone could have written: open
+  // it without blocking (a FIFO would wait for a writer forever) and read it
+  // only if it is a regular file (not a device, a socket, or a FIFO).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (fd < 0) return nullptr;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return nullptr;
+  }
+  // ET_DYN at base 0 with p_vaddr added: addresses are the file's own. The
+  // module owns fd once reported; a failed report leaves it to us.
+  m->mod = dwfl_report_elf(m->dwfl, path.c_str(), path.c_str(), fd, 0, true);
   dwfl_report_end(m->dwfl, nullptr, nullptr);
-  if (!m->mod) return nullptr;
+  if (!m->mod) {
+    close(fd);
+    return nullptr;
+  }
   GElf_Addr bias = 0;
   Elf* elf = dwfl_module_getelf(m->mod, &bias);
   size_t nphdr = 0;

@@ -22,6 +22,69 @@ constexpr int kSeqAttempts = 64;
 
 bool IsPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
 
+// Where a sparse file holds data. A header can claim sections far larger
+// than what was ever written (a crafted file: lane_slots of 2^24 over a
+// sparse file of a few pages); every page the reader touches in a hole costs
+// page cache, and on a full tmpfs a SIGBUS. The runtime's own files are
+// read only where they were allocated, so the reader keeps a budget: free
+// until it has asked for more bytes than the file has allocated, then it
+// asks the file system once where the data is (SEEK_DATA/SEEK_HOLE) and
+// from then on reads only there. What lies in a hole reads as zeros, which
+// no record, slot or entry is, so skipping it changes no result.
+class FileExtents {
+ public:
+  FileExtents(int fd, uint64_t size, uint64_t allocated) : fd_(fd), size_(size), budget_(allocated) {}
+
+  // The reader is about to touch `bytes`; true when it must ask Runs().
+  bool Charge(uint64_t bytes) {
+    if (loaded_) return true;
+    if (bytes <= budget_) {
+      budget_ -= bytes;
+      return false;
+    }
+    Load();
+    return true;
+  }
+  // The data run holding `off`, or the next one after it: [lo, hi), with
+  // lo > off when off is in a hole; lo == hi == UINT64_MAX when none follows.
+  std::pair<uint64_t, uint64_t> RunAt(uint64_t off) const {
+    auto it = std::upper_bound(runs_.begin(), runs_.end(), off,
+                               [](uint64_t o, const std::pair<uint64_t, uint64_t>& r) { return o < r.second; });
+    if (it == runs_.end()) return {UINT64_MAX, UINT64_MAX};
+    return *it;
+  }
+  bool AnyData(uint64_t lo, uint64_t len) const {
+    auto r = RunAt(lo);
+    return r.first < lo + len;
+  }
+
+ private:
+  void Load() {
+    loaded_ = true;
+    for (off_t at = 0; uint64_t(at) < size_;) {
+      off_t lo = lseek(fd_, at, SEEK_DATA);
+      if (lo < 0) {
+        if (errno != ENXIO) runs_ = {{0, size_}};  // no SEEK_DATA here: all of it is data
+        return;
+      }
+      off_t hi = lseek(fd_, lo, SEEK_HOLE);
+      if (hi < 0) hi = off_t(size_);
+      runs_.push_back({uint64_t(lo), uint64_t(hi)});
+      // A file fragmented past reason: the rest counts as data, which is no
+      // worse than not knowing.
+      if (runs_.size() >= 65536) {
+        runs_.push_back({uint64_t(hi), size_});
+        return;
+      }
+      at = hi;
+    }
+  }
+  int fd_;
+  uint64_t size_, budget_;
+  bool loaded_ = false;
+  std::vector<std::pair<uint64_t, uint64_t>> runs_;  // sorted, disjoint
+};
+
 }  // namespace
 
 std::string BoundedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
@@ -88,9 +151,23 @@ std::string HexId(uint64_t id) {
   return text;
 }
 
-std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
-                                            const std::string& path, std::string* error,
-                                            const ReadOptions& options) {
+namespace {
+
+std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const std::string& path,
+                                       std::string* error, const ReadOptions& options, FileExtents* extents) {
+  // Whether the `count` entries of `entry` bytes at `off` need a look at the
+  // file's extents before they are read (never for bytes in memory).
+  auto sparse = [&](uint64_t count, uint64_t entry) { return extents && extents->Charge(count * entry); };
+  // The first entry from i on (of n at the section's offset) that holds any
+  // data: i itself unless `holes` says the file must be asked.
+  auto next_entry = [&](const fmt::Section& sec, uint64_t i, uint64_t n, bool holes) -> uint64_t {
+    if (!holes || i >= n) return i;
+    const uint64_t off = sec.offset + i * sec.entry_size;
+    const auto [lo, hi] = extents->RunAt(off);
+    if (lo <= off) return i;
+    if (lo == UINT64_MAX) return n;
+    return std::min(n, std::max(i, (lo - sec.offset) / sec.entry_size));
+  };
   auto fail = [&](const std::string& why) -> std::optional<TraceSnapshot> {
     *error = path + ": " + why;
     return std::nullopt;
@@ -173,7 +250,16 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
 
   // Calls.
   if (const uint8_t* base = section(fmt::kSecCalls, sizeof(fmt::CallInfo), "call table")) {
-    uint32_t n = std::min(load32(&live_counters->call_count), h.sections[fmt::kSecCalls].count);
+    const fmt::Section& sec = h.sections[fmt::kSecCalls];
+    uint32_t n = std::min(load32(&live_counters->call_count), sec.count);
+    const bool holes = sparse(n, sec.entry_size);
+    for (uint32_t i = 0; holes && i < n; ++i) {
+      if (next_entry(sec, i, n, holes) != i) {  // entries keep their index: the rest is cut
+        s.warnings.push_back("call table: entries from " + std::to_string(i) + " of " + std::to_string(n) +
+                             " were never written (a hole in a sparse file): skipped");
+        n = i;
+      }
+    }
     s.calls.reserve(n);
     for (uint32_t i = 0; i < n; ++i) {
       fmt::CallInfo ci;
@@ -190,10 +276,15 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   const uint8_t* members = section(fmt::kSecMembers, sizeof(int32_t), "member pool");
   const uint32_t member_cap = members ? h.sections[fmt::kSecMembers].count : 0;
   if (const uint8_t* base = section(fmt::kSecComms, sizeof(fmt::CommEntry), "communicator table")) {
-    uint32_t n = std::min(load32(&live_counters->comm_count), h.sections[fmt::kSecComms].count);
+    const fmt::Section& sec = h.sections[fmt::kSecComms];
+    uint32_t n = std::min(load32(&live_counters->comm_count), sec.count);
+    const bool holes = sparse(n, sec.entry_size);
+    // Every communicator has its own members in the pool: more than the
+    // pool in all is a damaged table, and copying it could cost any memory.
+    uint64_t members_left = member_cap;
     s.comms.resize(n);
     s.comm_valid.assign(n, false);
-    for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
       const uint8_t* src = base + size_t(i) * h.sections[fmt::kSecComms].entry_size;
       CommInfo& c = s.comms[i];
       bool stable = fmt::SeqRead(src, &c.entry, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
@@ -202,7 +293,9 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       c.entry.label[sizeof(c.entry.label) - 1] = '\0';
       s.comm_valid[i] = true;
       if ((c.entry.flags & fmt::kCommMembersKnown) && c.entry.size > 0 &&
-          uint64_t(c.entry.members_offset) + uint64_t(c.entry.size) <= member_cap) {
+          uint64_t(c.entry.members_offset) + uint64_t(c.entry.size) <= member_cap &&
+          uint64_t(c.entry.size) <= members_left) {
+        members_left -= uint64_t(c.entry.size);
         c.members.resize(size_t(c.entry.size));
         memcpy(c.members.data(), members + size_t(c.entry.members_offset) * sizeof(int32_t),
                size_t(c.entry.size) * sizeof(int32_t));
@@ -235,8 +328,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
                   ring_sec.entry_size == sizeof(fmt::Record);
   if (ring && threads && !lanes_ok) s.warnings.push_back("event ring skipped: lane layout is inconsistent");
   if (threads) {
-    uint32_t n = std::min(load32(&live_counters->thread_count), h.sections[fmt::kSecThreads].count);
-    for (uint32_t i = 0; i < n; ++i) {
+    const fmt::Section& sec = h.sections[fmt::kSecThreads];
+    uint32_t n = std::min(load32(&live_counters->thread_count), sec.count);
+    const bool holes = sparse(n, sec.entry_size);
+    for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
       const uint8_t* src = threads + size_t(i) * h.sections[fmt::kSecThreads].entry_size;
       const auto* live = reinterpret_cast<const fmt::ThreadSlot*>(src);
       fmt::ThreadSlot slot;
@@ -264,26 +359,57 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
       // Count, never compare with the head: a damaged head of UINT64_MAX
       // would make `idx <= head` true forever (found by the fuzzer).
       const uint64_t span = t.head - first + 1;  // at most lane_slots + 1
-      s.events.reserve(s.events.size() + span);
-      for (uint64_t k = 0; k < span; ++k) {
+      auto read = [&](uint64_t from, uint64_t to) {
+        for (uint64_t k = from; k < to; ++k) {
+          const uint64_t idx = first + k;
+          const fmt::Record* r = &lane[idx & (lane_slots - 1)];
+          const uint32_t want = fmt::Ticket(idx);
+          uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
+          if (c1 != want) {
+            if (idx < t.head) ++s.events_rejected;
+            continue;
+          }
+          Event e;
+          memcpy(&e.rec, r, sizeof(e.rec));
+          __atomic_thread_fence(__ATOMIC_ACQUIRE);
+          if (__atomic_load_n(&r->commit, __ATOMIC_RELAXED) != want) {
+            ++s.events_rejected;
+            continue;
+          }
+          e.lane = i;
+          e.index = idx;
+          s.events.push_back(e);
+        }
+      };
+      if (!sparse(std::min<uint64_t>(span, lane_slots), sizeof(fmt::Record))) {
+        s.events.reserve(s.events.size() + span);
+        read(0, span);
+        continue;
+      }
+      // Only the runs of the lane that hold data; a record in a hole is
+      // zeros, rejected like any record whose ticket is not its index.
+      const uint64_t base = uint64_t(reinterpret_cast<const uint8_t*>(lane) - data);
+      const uint64_t rec = sizeof(fmt::Record);
+      for (uint64_t k = 0; k < span;) {
+        const uint64_t slot = (first + k) & (lane_slots - 1), off = base + slot * rec;
+        const auto [lo, hi] = extents->RunAt(off);
+        if (lo <= off) {  // in data up to hi (a record across hi is read whole)
+          const uint64_t end = std::min<uint64_t>(lane_slots, (hi - base + rec - 1) / rec);
+          const uint64_t run = std::min(end - slot, span - k);
+          read(k, k + run);
+          k += run;
+          continue;
+        }
+        const uint64_t data_slot = lo == UINT64_MAX ? lane_slots : std::min<uint64_t>(lane_slots, (lo - base) / rec);
+        if (data_slot <= slot) {  // the record straddles the hole's end
+          read(k, k + 1);
+          ++k;
+          continue;
+        }
+        const uint64_t skip = std::min(data_slot - slot, span - k);
         const uint64_t idx = first + k;
-        const fmt::Record* r = &lane[idx & (lane_slots - 1)];
-        const uint32_t want = fmt::Ticket(idx);
-        uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
-        if (c1 != want) {
-          if (idx < t.head) ++s.events_rejected;
-          continue;
-        }
-        Event e;
-        memcpy(&e.rec, r, sizeof(e.rec));
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&r->commit, __ATOMIC_RELAXED) != want) {
-          ++s.events_rejected;
-          continue;
-        }
-        e.lane = i;
-        e.index = idx;
-        s.events.push_back(e);
+        if (idx < t.head) s.events_rejected += std::min(idx + skip, t.head) - idx;
+        k += skip;
       }
     }
   }
@@ -295,8 +421,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
 
   // Stacks: the current round, in slot order.
   if (const uint8_t* base = section(fmt::kSecStacks, sizeof(fmt::StackSlot), "stack table")) {
-    uint32_t n = std::min(load32(&live_counters->stack_count), h.sections[fmt::kSecStacks].count);
-    for (uint32_t i = 0; i < n; ++i) {
+    const fmt::Section& sec = h.sections[fmt::kSecStacks];
+    uint32_t n = std::min(load32(&live_counters->stack_count), sec.count);
+    const bool holes = sparse(n, sec.entry_size);
+    for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
       fmt::StackSlot slot;
       memcpy(&slot, base + size_t(i) * h.sections[fmt::kSecStacks].entry_size, sizeof(slot));
       if (slot.status == uint32_t(fmt::StackStatus::kEmpty) || slot.tid == 0) continue;
@@ -322,7 +450,12 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   // Interned names (kernel names of launch records); absent in old files.
   if (h.section_count > fmt::kSecNames) {
     if (const uint8_t* base = section(fmt::kSecNames, sizeof(fmt::NameEntry), "name table")) {
-      uint32_t n = std::min(load32(&live_counters->name_count), h.sections[fmt::kSecNames].count);
+      const fmt::Section& sec = h.sections[fmt::kSecNames];
+      uint32_t n = std::min(load32(&live_counters->name_count), sec.count);
+      const bool holes = sparse(n, sec.entry_size);
+      for (uint32_t i = 0; holes && i < n; ++i) {
+        if (next_entry(sec, i, n, holes) != i) n = i;  // indices are names: the rest is cut
+      }
       s.names.reserve(n);
       for (uint32_t i = 0; i < n; ++i) {
         const char* text = reinterpret_cast<const char*>(base + size_t(i) * h.sections[fmt::kSecNames].entry_size);
@@ -335,8 +468,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   const uint32_t round = load32(&live_counters->stack_round);
   if (h.section_count > fmt::kSecModules) {
     if (const uint8_t* base = section(fmt::kSecModules, sizeof(fmt::ModuleEntry), "module table")) {
-      uint32_t n = std::min(load32(&live_counters->module_count), h.sections[fmt::kSecModules].count);
-      for (uint32_t i = 0; i < n; ++i) {
+      const fmt::Section& sec = h.sections[fmt::kSecModules];
+      uint32_t n = std::min(load32(&live_counters->module_count), sec.count);
+      const bool holes = sparse(n, sec.entry_size);
+      for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
         fmt::ModuleEntry m;
         memcpy(&m, base + size_t(i) * h.sections[fmt::kSecModules].entry_size, sizeof(m));
         if (m.round != round || m.end <= m.start) continue;
@@ -346,8 +481,10 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   }
   if (h.section_count > fmt::kSecPyFrames) {
     if (const uint8_t* base = section(fmt::kSecPyFrames, sizeof(fmt::PyFrame), "Python frame table")) {
-      uint32_t n = std::min(load32(&live_counters->pyframe_count), h.sections[fmt::kSecPyFrames].count);
-      for (uint32_t i = 0; i < n; ++i) {
+      const fmt::Section& sec = h.sections[fmt::kSecPyFrames];
+      uint32_t n = std::min(load32(&live_counters->pyframe_count), sec.count);
+      const bool holes = sparse(n, sec.entry_size);
+      for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
         fmt::PyFrame f;
         memcpy(&f, base + size_t(i) * h.sections[fmt::kSecPyFrames].entry_size, sizeof(f));
         if (f.round != round) continue;
@@ -359,7 +496,6 @@ std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size,
   return s;
 }
 
-namespace {
 // Each munmap of a file mapping costs a TLB shootdown (an interrupt to every
 // other core running one of the process's threads): with two reader threads
 // it was 28% of an analysis. A reading thread maps its files side by side
@@ -400,7 +536,13 @@ class MappingBatch {
   size_t used_ = 0;
 };
 thread_local MappingBatch t_mappings;
+
 }  // namespace
+
+std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size, const std::string& path,
+                                            std::string* error, const ReadOptions& options) {
+  return ReadTrace(data, size, path, error, options, nullptr);
+}
 
 std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string* error,
                                            const ReadOptions& options) {
@@ -424,12 +566,16 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
   }
   bool own = true;
   void* map = t_mappings.Map(fd, size, &own);
-  close(fd);
   if (map == MAP_FAILED) {
     *error = path + ": cannot map: " + strerror(errno);
+    close(fd);
     return std::nullopt;
   }
-  auto snap = ReadTraceBytes(static_cast<const uint8_t*>(map), size, path, error, options);
+  // One page beyond the allocation: the header's own page may be counted
+  // twice, and a page of slack costs nothing.
+  FileExtents extents(fd, size, uint64_t(st.st_blocks) * 512 + 4096);
+  auto snap = ReadTrace(static_cast<const uint8_t*>(map), size, path, error, options, &extents);
+  close(fd);
   if (own) munmap(map, size);
   return snap;
 }
