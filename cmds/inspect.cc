@@ -145,7 +145,17 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   }
   printf("events   %zu readable, %" PRIu64 " overwritten by wrap, %" PRIu64 " rejected (mid-write)\n",
          s.events.size(), s.events_lost, s.events_rejected);
-  if (s.header.counters.dropped) printf("dropped  %" PRIu64 " (tables full)\n", s.header.counters.dropped);
+  // `dropped` counts the refused lanes too (files of older runtimes do not
+  // tell them apart): what remains is tables that were full.
+  const uint64_t refused = s.header.counters.lanes_refused;
+  if (refused) {
+    printf("untraced %" PRIu64 " thread(s): no room in the trace folder for their record lanes (a full disk or "
+           "/dev/shm)\n", refused);
+  }
+  if (s.header.counters.dropped > refused) {
+    printf("dropped  %" PRIu64 " (tables full: threads or communicators beyond the file's capacity)\n",
+           s.header.counters.dropped - refused);
+  }
 
   printf("threads  %zu\n", s.threads.size());
   for (const ThreadInfo& t : s.threads) {

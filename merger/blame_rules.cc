@@ -107,7 +107,9 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
     std::string why;
     switch (v.state) {
       case RankState::kMissing:
-        why = "has no trace file (never started, or its node is gone); " + ctx.NeverEntered(r);
+        why = (v.blind.empty() ? "has no trace file (never started, or its node is gone); "
+                               : "is not traced (" + v.blind + "); ") +
+              ctx.NeverEntered(r);
         ctx.found.missing_blamed = true;
         break;
       case RankState::kCrashed:

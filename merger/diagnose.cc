@@ -1026,6 +1026,47 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
   for (const std::string& dup : job.duplicates) out.notes.push_back("note: " + dup);
 }
 
+// Ranks whose trace cannot say where they are (the storage had no room for
+// their file, or for a thread's lane) and that nothing else places: their
+// silence is no evidence. A verdict that stands on it (no hang, or culprits
+// all of them) becomes unknown, with the reason; any other verdict is kept,
+// and they are named beside it.
+void DistrustBlindRanks(const Job& job, Diagnosis* d) {
+  RankSet blind;
+  std::string why;
+  bool one_reason = true;
+  for (const RankView& v : job.ranks) {
+    if (v.blind.empty() || (v.state != RankState::kMissing && v.state != RankState::kCompute)) continue;
+    blind.Add(v.rank);
+    if (why.empty()) why = v.blind;
+    one_reason &= v.blind == why;
+  }
+  if (blind.Empty()) return;
+  const bool one = blind.Count() == 1;
+  const bool blamed = !d->culprits.empty() && std::all_of(d->culprits.begin(), d->culprits.end(), [&](const Culprit& c) {
+    return blind.Contains(c.rank);
+  });
+  const std::string them = blind.Named() + (one ? " is" : " are") + " not traced (" + why +
+                           (one_reason ? ")" : ", for the first of them)");
+  if (blamed || d->verdict == Verdict::kNoHang) {
+    RankSet waiting;
+    for (const Group& g : d->groups) {
+      if (g.state == RankState::kInCall && g.waiting_for.Intersects(blind)) waiting.Merge(g.ranks);
+    }
+    d->verdict = Verdict::kUnknown;
+    d->culprits.clear();
+    d->summary = them +
+                 (waiting.Empty() ? std::string()
+                                  : ", and " + waiting.Named() + " wait" + (waiting.Count() == 1 ? "s" : "") +
+                                        " for " + (one ? "it" : "them")) +
+                 ": where " + (one ? "it is" : "they are") + " is unknown (`hangtrace dump` reads " +
+                 (one ? "its" : "their") + " stacks)";
+    d->evidence = d->summary;
+  } else {
+    d->notes.push_back(them + ": where " + (one ? "it is" : "they are") + " is unknown");
+  }
+}
+
 }  // namespace diagnose
 
 Diagnosis Diagnose(const Job& job, const Job* earlier) {
@@ -1045,6 +1086,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     Diagnosis d = DiagnoseFromStacks(job, earlier);
     d.ended = JobEnded(job);
     CommonNotes(job, deaths, &d);
+    DistrustBlindRanks(job, &d);
     return d;
   }
   Diagnosis d;
@@ -1114,6 +1156,9 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                         DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame));
     }
   }
+  for (const RankView& v : job.ranks) {
+    if (!v.blind.empty()) unseen.Remove(v.rank);  // said with the reason (DistrustBlindRanks)
+  }
   if (!unseen.Empty()) {
     RankSet waiting;
     for (const Group& g : d.groups) {
@@ -1125,6 +1170,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
                       (waiting.Empty() ? std::string() : "; " + waiting.Named() + " also wait for " + (one ? "it" : "them")));
   }
   CommonNotes(job, deaths, &d);
+  DistrustBlindRanks(job, &d);
   return d;
 }
 

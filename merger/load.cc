@@ -125,11 +125,15 @@ void NameUnlabeledComms(Job* job) {
 Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   Job job;
   std::vector<std::string> files;
+  std::vector<NoRoomMarker> no_room;
   for (const std::string& p : paths) {
     std::string err;
-    std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings);
+    const size_t markers = no_room.size();
+    std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings, &no_room);
     if (!err.empty()) job.warnings.push_back(err);
-    else if (found.empty() && FindNodeDumps(p).empty()) job.warnings.push_back(p + ": no trace files (*.htrace)");
+    else if (found.empty() && no_room.size() == markers && FindNodeDumps(p).empty()) {
+      job.warnings.push_back(p + ": no trace files (*.htrace)");
+    }
     files.insert(files.end(), found.begin(), found.end());
   }
   int nthreads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -156,6 +160,9 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   job.warnings.insert(job.warnings.end(), dumps.warnings_.begin(), dumps.warnings_.end());
 
   // Merge the workers' findings.
+  for (const NoRoomMarker& m : no_room) {
+    job.world_size = std::max({job.world_size, m.world_size, m.rank + 1});
+  }
   job.ranks.resize(size_t(job.world_size));
   for (int32_t r = 0; r < job.world_size; ++r) job.ranks[size_t(r)].rank = r;
   std::set<std::pair<int32_t, uint64_t>> flagged;
@@ -208,6 +215,23 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   }
   for (const Job::Odd& o : job.odd) job.odd_index[Job::OddKey(o.comm, o.seq, o.rank)] = o.sig;
   job.flagged.assign(flagged.begin(), flagged.end());
+  // Ranks the storage had no room for: started, untraced, and said so.
+  if (!no_room.empty()) {
+    job.warnings.push_back(std::to_string(no_room.size()) + " rank(s) found no room for a trace file (" +
+                           no_room.front().path + (no_room.size() > 1 ? ", ..." : "") +
+                           "): free room in the trace folder (HANGTRACE_DIR) before the next run");
+  }
+  for (const NoRoomMarker& m : no_room) {
+    RankView& slot = job.ranks[size_t(m.rank)];
+    if (!slot.path.empty()) continue;  // a file of the rank after all (a rerun)
+    if (!slot.blind.empty()) {
+      slot.also.push_back("pid " + std::to_string(m.pid) + " on " + m.host + " (" + m.path + ")");
+      continue;
+    }
+    slot.host = m.host;
+    slot.pid = m.pid;
+    slot.blind = "no room in the trace folder for a trace file";
+  }
   load::AddUntracedRanks(paths, &job);
   NameUnlabeledComms(&job);
   FinishStacks(&job);

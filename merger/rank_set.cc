@@ -12,6 +12,11 @@ void RankSet::Add(int32_t rank) {
   words_[w] |= uint64_t(1) << (rank % 64);
 }
 
+void RankSet::Remove(int32_t rank) {
+  if (rank < 0 || size_t(rank) / 64 >= words_.size()) return;
+  words_[size_t(rank) / 64] &= ~(uint64_t(1) << (rank % 64));
+}
+
 bool RankSet::Contains(int32_t rank) const {
   if (rank < 0 || size_t(rank) / 64 >= words_.size()) return false;
   return (words_[size_t(rank) / 64] >> (rank % 64)) & 1;

@@ -11,6 +11,7 @@ namespace hangtrace {
 class RankSet {
  public:
   void Add(int32_t rank);
+  void Remove(int32_t rank);
   bool Contains(int32_t rank) const;
   void Merge(const RankSet& other);
   bool Intersects(const RankSet& other) const;

@@ -65,6 +65,10 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
   v.initialized = p.rank_source == uint8_t(fmt::RankSource::kMpi) ||
                   p.rank_source == uint8_t(fmt::RankSource::kNccl);
   for (size_t i = 0; i < s.comms.size() && !v.initialized; ++i) v.initialized = s.comm_valid[i];
+  if (const uint32_t n = s.header.counters.lanes_refused) {
+    v.blind = "no room in the trace folder for the record lanes of " + std::to_string(n) + " thread" +
+              (n == 1 ? "" : "s");
+  }
   return v;
 }
 

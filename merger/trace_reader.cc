@@ -204,6 +204,11 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
                          std::to_string(h.file_size) + " bytes present; what is missing is skipped");
   }
 
+  if (const uint32_t n = h.counters.lanes_refused) {
+    s.warnings.push_back(std::to_string(n) + " thread(s) went untraced: the storage had no room for their record "
+                         "lanes (a full disk or /dev/shm); their calls are not in this file");
+  }
+
   // Each section is checked on its own: a damaged one is skipped, not fatal.
   auto section = [&](fmt::SectionId id, size_t known, const char* what) -> const uint8_t* {
     const fmt::Section& sec = h.sections[id];
@@ -580,8 +585,42 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
   return snap;
 }
 
+bool ParseNoRoomMarker(const std::string& path, NoRoomMarker* out) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  const std::string suffix = fmt::kNoRoomSuffix;
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  // host.pid.rankR[ofN]: the host may hold dots, so from the right.
+  const std::string stem = name.substr(0, name.size() - suffix.size());
+  const size_t rank_dot = stem.rfind('.');
+  if (rank_dot == std::string::npos || rank_dot == 0) return false;
+  const size_t pid_dot = stem.rfind('.', rank_dot - 1);
+  if (pid_dot == std::string::npos || pid_dot == 0) return false;
+  NoRoomMarker m;
+  m.path = path;
+  m.host = stem.substr(0, pid_dot);
+  const std::string pid = stem.substr(pid_dot + 1, rank_dot - pid_dot - 1);
+  const std::string rank = stem.substr(rank_dot + 1);
+  unsigned long r = 0, n = 0, id = 0;
+  int used = 0;
+  if (sscanf(pid.c_str(), "%lu%n", &id, &used) != 1 || size_t(used) != pid.size() || id == 0 || id > INT32_MAX) {
+    return false;
+  }
+  if (sscanf(rank.c_str(), "rank%luof%lu%n", &r, &n, &used) == 2 && size_t(used) == rank.size()) {
+    m.world_size = n <= INT32_MAX ? int32_t(n) : -1;
+  } else if (!(sscanf(rank.c_str(), "rank%lu%n", &r, &used) == 1 && size_t(used) == rank.size())) {
+    return false;
+  }
+  if (r > INT32_MAX || (m.world_size > 0 && int64_t(r) >= m.world_size)) return false;
+  m.pid = int32_t(id);
+  m.rank = int32_t(r);
+  *out = std::move(m);
+  return true;
+}
+
 std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
-                                        std::vector<std::string>* warnings) {
+                                        std::vector<std::string>* warnings, std::vector<NoRoomMarker>* no_room) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   auto warn = [&](const std::string& w) {
@@ -638,7 +677,12 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
       }
       continue;
     }
-    if (p.extension() != ".htrace") continue;
+    if (p.extension() == fmt::kNoRoomSuffix) {
+      NoRoomMarker m;
+      if (no_room && !link && ParseNoRoomMarker(p.string(), &m)) no_room->push_back(std::move(m));
+      continue;
+    }
+    if (p.extension() != fmt::kTraceSuffix) continue;
     if (!link && it->is_regular_file(ec)) {
       out.push_back(p.string());
     } else {

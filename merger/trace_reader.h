@@ -137,8 +137,19 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
 // sorted by name. Links inside are not followed; what is skipped (links,
 // fifos, devices, folders that cannot be read) is described in `warnings`.
 // `error`: the path itself cannot be used.
+// A rank the storage had no room for leaves an empty file named
+// "host.pid.rank3of8.no-room" in its job's folder (tracer/format.h).
+struct NoRoomMarker {
+  std::string path, host;
+  int32_t pid = 0, rank = -1, world_size = -1;
+};
+// The marker a file name describes; false when it is none.
+bool ParseNoRoomMarker(const std::string& path, NoRoomMarker* out);
+
+// `no_room`, when given, collects the markers found beside the files.
 std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
-                                        std::vector<std::string>* warnings = nullptr);
+                                        std::vector<std::string>* warnings = nullptr,
+                                        std::vector<NoRoomMarker>* no_room = nullptr);
 
 // What /proc says of the process that wrote a snapshot. Only decidable for a
 // file written on this machine since its last boot: otherwise kUnknown (a

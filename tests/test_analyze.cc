@@ -311,6 +311,49 @@ TEST(Analyze, MissingRankIsNamedAndBlamed) {
   EXPECT_EQ(VerdictName(d.verdict), "crash");
 }
 
+// The same silence, but the rank left a marker: the storage had no room for
+// its file. It was started and is untraced: nothing convicts it, and the
+// verdict says what it cannot know instead of "crash".
+TEST(Analyze, ARankTheStorageHadNoRoomForIsUnknownNotACulprit) {
+  TempDir dir;
+  SimulateAndLoad(dir, "stop@rank=5");
+  std::string folder;
+  for (const std::string& f : testing::ListTraceFiles(dir.path())) {
+    if (f.find(".10005.") == std::string::npos) continue;
+    folder = f.substr(0, f.rfind('/'));
+    std::remove(f.c_str());
+  }
+  ASSERT_FALSE(folder.empty());
+  std::ofstream(folder + "/node1.10005.rank5of8.no-room").close();
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.missing.ToString(), "5");
+  EXPECT_EQ(VerdictName(d.verdict), "unknown") << d.summary;
+  EXPECT_TRUE(d.culprits.empty()) << d.culprits[0].why;
+  EXPECT_EQ(d.summary.rfind("rank 5 is not traced (no room in the trace folder for a trace file), and ranks ", 0), 0u)
+      << d.summary;
+  EXPECT_EQ(job.ranks[5].host, "node1");
+  EXPECT_EQ(job.ranks[5].pid, 10005);
+  bool warned = false;
+  for (const std::string& w : job.warnings) warned |= w.find("found no room for a trace file") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(Reader, NoRoomMarkersAreParsedFromTheRight) {
+  NoRoomMarker m;
+  ASSERT_TRUE(ParseNoRoomMarker("/d/job/gpu-7.cluster.example.4242.rank3of8.no-room", &m));
+  EXPECT_EQ(m.host, "gpu-7.cluster.example");
+  EXPECT_EQ(m.pid, 4242);
+  EXPECT_EQ(m.rank, 3);
+  EXPECT_EQ(m.world_size, 8);
+  ASSERT_TRUE(ParseNoRoomMarker("n1.7.rank0.no-room", &m));
+  EXPECT_EQ(m.world_size, -1);
+  for (const char* bad : {"n1.7.rank8of8.no-room", "n1.x.rank0.no-room", "7.rank0.no-room", "n1.7.rank.no-room",
+                          "n1.7.rank0of8.htrace", "n1.0.rank0.no-room"}) {
+    EXPECT_FALSE(ParseNoRoomMarker(bad, &m)) << bad;
+  }
+}
+
 TEST(Analyze, ANodeLostBesideTheRealCulpritIsUnseenNotBlamed) {
   TempDir dir;
   SimulateAndLoad(dir, "seed-hang@rank=3,step=2");

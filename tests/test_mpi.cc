@@ -406,6 +406,51 @@ TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
   EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
 }
 
+// A trace folder on a file system with room for one rank: the others
+// cannot allocate their files and leave a *.no-room marker; the rank whose
+// file exists waits for them. Before, "CRASH: ranks 1-3 have no trace file
+// (never started, or its node is gone)" named three innocent ranks; now the
+// verdict is unknown and says why. A private tmpfs needs a mount namespace
+// (unshare, as root or with user namespaces): skipped where there is none.
+TEST(Mpi, RanksTheStorageHadNoRoomForAreUnknownNeverCulprits) {
+  TempDir dir, out;
+  const std::string traces = dir.path() + "/traces";
+  // The program's path through a variable: pkill -f must not find it in
+  // this script's own command line.
+  const std::string script =
+      "P=" + std::string(HT_MPI_PROG) + "\n"
+      "mkdir -p " + traces + " && mount -t tmpfs -o size=9m,mode=700 tmpfs " + traces + " || exit 77\n"
+      "timeout 60 mpirun -np 4 --oversubscribe " + HT_CLI + " run --dir " + traces + " --job job -- $P stuck "
+      ">/dev/null 2>" + out.path() + "/job.err &\n"
+      "for i in $(seq 100); do [ $(ls " + traces + "/job 2>/dev/null | wc -l) -ge 4 ] && break; sleep 0.1; done\n"
+      "sleep 3\n"
+      "ls " + traces + "/job > " + out.path() + "/files\n"
+      + HT_CLI + " analyze -f json " + traces + "/job > " + out.path() + "/analysis.json\n"
+      "echo $? > " + out.path() + "/status\n"
+      "pkill -KILL -f \"$P stuck\"; wait\n";
+  ProgramResult r = RunProgram({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
+                               testing::kMpiAsRoot, 90);
+  if (r.exit_code == 77 || (r.exit_code != 0 && r.err.find("unshare failed") != std::string::npos)) {
+    GTEST_SKIP() << "no private tmpfs here: " << r.err;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto slurp = [&](const std::string& name) {
+    std::ifstream in(out.path() + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string files = slurp("files");
+  size_t markers = 0;
+  for (size_t at = 0; (at = files.find(".no-room", at)) != std::string::npos; ++at) ++markers;
+  EXPECT_GE(markers, 2u) << files << slurp("job.err");
+  EXPECT_NE(slurp("job.err").find("No space left on device"), std::string::npos) << slurp("job.err");
+  EXPECT_EQ(slurp("status"), "1\n") << slurp("analysis.json");
+  auto j = nlohmann::json::parse(slurp("analysis.json"));
+  EXPECT_EQ(j["verdict"], "unknown") << j["summary"];
+  EXPECT_TRUE(j["culprits"].empty()) << j["culprits"];
+  EXPECT_NE(j["summary"].get<std::string>().find("not traced (no room in the trace folder for a"), std::string::npos)
+      << j["summary"];
+}
+
 // The seed's own case: a job started under no tool hangs; `dump -p` of its
 // launcher finds the ranks (its descendants), reads each rank from its
 // environment and its stacks from outside; analyze says what it can from

@@ -182,6 +182,34 @@ TEST(Runtime, AFileCutShortKeepsTheLanesThatAreWhole) {
   EXPECT_TRUE(said);
 }
 
+// The storage fills while the program runs: a thread started then cannot
+// have its lane. The program is unharmed, and the file says what was lost
+// (before, inspect said "tables full" and nothing else did). A private
+// tmpfs needs a mount namespace: skipped where there is none.
+TEST(Runtime, AThreadTheFullStorageLeftUntracedIsCountedAndSaid) {
+  TempDir dir, out;
+  const std::string traces = dir.path() + "/traces";
+  const std::string script =
+      "mkdir -p " + traces + " && mount -t tmpfs -o size=8m,mode=700 tmpfs " + traces + " || exit 77\n"
+      "HANGTRACE_DIR=" + traces + " HANGTRACE_JOB=job LD_PRELOAD=" + HT_PRELOAD + " " + HT_PROG + " late-thread " +
+      traces + "/go > /dev/null &\n"
+      "for i in $(seq 300); do ls " + traces + "/job/*.htrace >/dev/null 2>&1 && break; sleep 0.01; done\n"
+      "dd if=/dev/zero of=" + traces + "/fill bs=64k 2>/dev/null\n"
+      "touch " + traces + "/go\n"
+      "wait $!; echo $? > " + out.path() + "/status\n" + HT_CLI + " inspect " + traces + "/job/*.htrace > " +
+      out.path() + "/inspect 2>&1\n";
+  ProgramResult r = RunProgram({"unshare", "--mount", "--propagation", "private", "sh", "-c", script}, {}, 60);
+  if (r.exit_code == 77 || (r.exit_code != 0 && r.err.find("unshare failed") != std::string::npos)) {
+    GTEST_SKIP() << "no private tmpfs here: " << r.err;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileText(out.path() + "/status"), "0\n");
+  const std::string inspect = testing::ReadFileText(out.path() + "/inspect");
+  EXPECT_NE(inspect.find("untraced 1 thread(s): no room in the trace folder for their record lanes"), std::string::npos)
+      << inspect;
+  EXPECT_EQ(inspect.find("tables full"), std::string::npos) << inspect;
+}
+
 TEST(Runtime, ARustProgramsStackOverflowMessageSurvivesTracing) {
   // Rust installs its SIGSEGV handler only where the default one is; the
   // runtime's own stands in for the default, and must read as the default.

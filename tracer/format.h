@@ -55,6 +55,11 @@
 namespace hangtrace::fmt {
 
 inline constexpr char kMagic[8] = {'H', 'N', 'G', 'T', 'R', 'A', 'C', 'E'};
+// Files in a job's folder: "host.pid.htrace" (one per traced process), and
+// "host.pid.rank3of8.no-room", empty, left by a rank the storage had no
+// room for (its trace does not exist; the name is all it says).
+inline constexpr char kTraceSuffix[] = ".htrace";
+inline constexpr char kNoRoomSuffix[] = ".no-room";
 inline constexpr uint16_t kVersion = 1;
 inline constexpr uint16_t kOldestReadable = 1;
 inline constexpr uint32_t kEndianTag = 0x01020304u;
@@ -293,7 +298,9 @@ struct Counters {
   // then stores the same value in `capture_answered`.
   uint32_t capture_request;
   uint32_t capture_answered;
-  uint32_t reserved1;
+  // Threads left untraced because the storage refused their lane (a full
+  // disk or /dev/shm); also counted in `dropped`. Zero in older files.
+  uint32_t lanes_refused;
   uint64_t reserved[1];
 };
 static_assert(sizeof(Counters) == 72);

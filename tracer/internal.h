@@ -46,6 +46,7 @@ void CopyString(char* dst, size_t cap, const char* src);
 // Whether the file is named at start (a launcher's rank, HANGTRACE_KEEP)
 // rather than at the process's first traced call.
 bool NameAtStart(const Config& c);
+bool LaunchedRank();
 // Lays out and maps a new trace file into `f` (anonymous unless `named`);
 // false with the reason in `err`.
 bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err);

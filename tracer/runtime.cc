@@ -146,6 +146,11 @@ bool AttachThread(ThreadState& t) {
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
       __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
       __atomic_fetch_add(&f->header->counters.dropped, 1, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&f->header->counters.lanes_refused, 1, __ATOMIC_RELAXED);
+      // A program thread that could not be traced is something to say: the
+      // file is named (a link needs no room) so the analysis knows this
+      // process's trace is incomplete and why, and never reads its silence.
+      if (!t.tracer_thread) NameTraceFile();
       return false;
     }
     uint32_t* hw = &f->header->counters.thread_count;
@@ -382,7 +387,8 @@ void RecordExit(int code) {
   // only if the name still holds this very file.
   if (code != 0 || Settings().keep || __atomic_load_n(&f->naming, __ATOMIC_ACQUIRE) != kNamed ||
       __atomic_load_n(&f->program_called, __ATOMIC_ACQUIRE) ||
-      __atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE) != 0 || p->term_signal != 0 ||
+      __atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE) != 0 ||
+      __atomic_load_n(&f->header->counters.lanes_refused, __ATOMIC_ACQUIRE) != 0 || p->term_signal != 0 ||
       p->signal != 0) {
     return;
   }

@@ -43,21 +43,25 @@ bool ParseInt(const char* s, int32_t* out) {
   return true;
 }
 
+// The rank and world size the launcher's variables give (-1: none), and
+// which variable said it.
+fmt::RankSource RankFromEnvironment(int32_t* rank, int32_t* world_size) {
+  *rank = *world_size = -1;
+  for (const RankVariable& e : kRankVariables) {
+    if (ParseInt(getenv(e.rank), rank)) {
+      if (!ParseInt(getenv(e.size), world_size)) *world_size = -1;
+      return e.source;
+    }
+  }
+  *rank = -1;
+  return fmt::RankSource(0);
+}
+
 void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
   p->pid = getpid();
   p->ppid = getppid();
-  p->rank = -1;
-  p->world_size = -1;
-  for (const RankVariable& e : kRankVariables) {
-    int32_t r;
-    if (ParseInt(getenv(e.rank), &r)) {
-      p->rank = r;
-      p->rank_source = uint8_t(e.source);
-      int32_t n;
-      if (ParseInt(getenv(e.size), &n)) p->world_size = n;
-      break;
-    }
-  }
+  const fmt::RankSource source = RankFromEnvironment(&p->rank, &p->world_size);
+  if (p->rank >= 0) p->rank_source = uint8_t(source);
   p->blocking_mode = uint8_t(c.blocking);
   p->exit_code = -1;
   p->mpi_thread_level = -1;
@@ -271,8 +275,11 @@ bool ParentHasSame(const char* name, const char* value) {
 // a launcher's rank (a rank that hangs before its first MPI call is still
 // seen), not in a child that inherited the rank's variables. Every other
 // process names it at its first traced call.
-bool NameAtStart(const Config& c) {
-  if (c.keep) return true;
+bool NameAtStart(const Config& c) { return c.keep || LaunchedRank(); }
+
+// A rank as its launcher started it (its variables are its own, not a
+// parent's it inherited).
+bool LaunchedRank() {
   for (const RankVariable& e : kRankVariables) {
     if (e.source == fmt::RankSource::kEnvTorch) continue;
     if (const char* v = getenv(e.rank)) return !ParentHasSame(e.rank, v);
@@ -280,6 +287,26 @@ bool NameAtStart(const Config& c) {
   const char* rank = getenv("RANK");
   return rank && getenv("WORLD_SIZE") && !ParentHasSame("RANK", rank);
 }
+
+namespace {
+// A rank the storage had no room for leaves an empty file named for it,
+// "host.pid.rank3of8.no-room" (a name needs no room, only an inode), so
+// that the analysis knows the rank was started and is untraced, and why,
+// instead of reading its missing file as a rank that never started or
+// whose node is gone. Best effort: a folder out of inodes takes nothing.
+void LeaveNoRoomMarker(int dir_fd, const char* stem) {
+  int32_t rank, world_size;
+  RankFromEnvironment(&rank, &world_size);
+  if (rank < 0) return;
+  char name[256];
+  size_t at = Append(name, 0, sizeof(name), stem);
+  at = AppendUint(name, Append(name, at, sizeof(name), ".rank"), sizeof(name), uint64_t(rank));
+  if (world_size > 0) at = AppendUint(name, Append(name, at, sizeof(name), "of"), sizeof(name), uint64_t(world_size));
+  Append(name, at, sizeof(name), fmt::kNoRoomSuffix);
+  int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+}
+}  // namespace
 
 // Lays out and maps a new trace file into `f`: anonymous (O_TMPFILE in the
 // job's folder) until NameTraceFile, or named now when `named` or when the
@@ -312,6 +339,7 @@ bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err
   auto fail = [&](const char* what, int code) {
     *err = std::string("cannot ") + what + " " + f->path + ": " + strerror(code);
     if (f->naming == kNamed) unlink(f->path);
+    if ((code == ENOSPC || code == EDQUOT) && LaunchedRank()) LeaveNoRoomMarker(dir_fd, f->stem);
     close(fd);
     close(dir_fd);
     return false;

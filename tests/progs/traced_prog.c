@@ -199,6 +199,16 @@ int main(int argc, char** argv) {
     execl(argv[0], argv[0], "events", "3", (char*)NULL);
     return 1;
   }
+  if (!strcmp(mode, "late-thread") && argc > 2) {
+    /* A traced call, then a thread that starts once the file argv[2]
+       exists (the test fills the trace folder's storage meanwhile). */
+    regions(r, 1);
+    for (int i = 0; i < 3000 && access(argv[2], F_OK) != 0; ++i) usleep(10000);
+    pthread_t th;
+    pthread_create(&th, NULL, thread_main, (void*)(intptr_t)10);
+    pthread_join(th, NULL);
+    return 0;
+  }
   if (!strcmp(mode, "threads")) {
     pthread_t th[64];
     if (n > 64) n = 64;
