@@ -51,17 +51,33 @@ using json = nlohmann::json;
 // O_EXCL), and copies only files owned by the user of the process they
 // describe.
 
-// OUT/<host>: made 0700, or reused when it is a real folder of ours.
-int OpenNodeDir(const std::string& out, const std::string& host, std::string* error) {
+// OUT/<host>: made 0700, or reused when it is a real folder of ours. OUT
+// itself is followed when the user named it (-o); the default one, a name
+// anyone could predict in a shared current folder, must be a real folder
+// of ours too.
+int OpenNodeDir(const std::string& out, bool named, const std::string& host, std::string* error) {
   std::error_code ec;
-  std::filesystem::create_directories(out, ec);  // the user's choice: followed
+  if (named) {
+    std::filesystem::create_directories(out, ec);  // the user's choice: followed
+  } else if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
+    ec = std::error_code(errno, std::generic_category());
+  }
   if (ec) {
     *error = "cannot create " + out + ": " + ec.message();
     return -1;
   }
-  int out_fd = open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int out_fd = open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (named ? 0 : O_NOFOLLOW));
   if (out_fd < 0) {
-    *error = out + ": " + strerror(errno);
+    *error = out + (errno == ELOOP || errno == ENOTDIR ? std::string(" is not a folder of its own (a link, or a file): "
+                                                                     "refused (name the dump folder with -o)")
+                                                       : ": " + std::string(strerror(errno)));
+    return -1;
+  }
+  struct stat out_st;
+  if (!named && (fstat(out_fd, &out_st) != 0 || out_st.st_uid != geteuid())) {
+    *error = out + " belongs to uid " + std::to_string(out_st.st_uid) +
+             ", not to this user: refused (name the dump folder with -o)";
+    close(out_fd);
     return -1;
   }
   const std::string shown = out + "/" + host;
@@ -404,10 +420,22 @@ int DumpCommand(int argc, char** argv) {
     const char* my_job = getenv("SLURM_JOB_ID");
     const char* my_step = getenv("SLURM_STEP_ID");
     const char* my_node = getenv("SLURMD_NODENAME");
+    // The job's user: the owner of its trace files, else ourselves unless
+    // we are root (then only the job's slurmstepd vouches for a process).
+    int64_t owner = geteuid() != 0 ? int64_t(geteuid()) : -1;
+    struct stat file_st;
+    if (!files.empty() && stat(files.front().c_str(), &file_st) == 0) owner = file_st.st_uid;
+    size_t refused = 0;
     std::vector<RankedProcess> of_job =
         RanksOfSlurmJob(job, my_job && job == my_job && my_step ? std::string(my_step) : std::string(),
-                        my_job && job == my_job && my_node ? std::string(my_node) : std::string());
+                        my_job && job == my_job && my_node ? std::string(my_node) : std::string(), owner, &refused);
     ranked.insert(ranked.end(), of_job.begin(), of_job.end());
+    if (refused) {
+      warnings.push_back(std::to_string(refused) + " process(es) claim SLURM job " + job +
+                         " in their environment but run neither under its slurmstepd nor as its user" +
+                         (owner >= 0 ? " (uid " + std::to_string(owner) + ")" : std::string()) +
+                         ": not dumped (name them with --pid)");
+    }
   }
   for (const RankedProcess& r : ranked) {
     bool known = false;
@@ -434,9 +462,10 @@ int DumpCommand(int argc, char** argv) {
   }
   if (targets.empty()) {
     if (!find_error.empty()) fprintf(stderr, "hangtrace dump: %s\n", find_error.c_str());
+    for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
     fprintf(stderr, "hangtrace dump: nothing to dump on %s: no trace files of job %s, and no process %s\n",
             host.c_str(), job.c_str(),
-            app.count("--job") ? "with that SLURM_JOB_ID and a rank" : "named (--pid, or --job for a SLURM job's)");
+            app.count("--job") ? "of that SLURM job with a rank" : "named (--pid, or --job for a SLURM job's)");
     return kExitCouldNot;
   }
 
@@ -449,7 +478,7 @@ int DumpCommand(int argc, char** argv) {
   int node_fd = -1;
   if (!print || out_given) {
     std::string dir_error;
-    node_fd = OpenNodeDir(out, host, &dir_error);
+    node_fd = OpenNodeDir(out, out_given, host, &dir_error);
     if (node_fd < 0) {
       fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
       return kExitCouldNot;

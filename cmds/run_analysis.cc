@@ -1,6 +1,7 @@
 #include "cmds/run_analysis.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,21 +32,75 @@ bool HoldsDump(const std::vector<std::string>& paths) {
   return false;
 }
 
-// Writes `text` to a new file `path` (or replaces one of ours); false with
-// the reason in `error`.
-bool WriteText(const std::string& path, const std::string& text, std::string* error) {
-  FILE* f = fopen(path.c_str(), "w");
-  if (!f) {
-    *error = "cannot write " + path + ": " + strerror(errno);
+// An output file the user named (--perfetto, --graph, --dot), written so
+// that nothing planted at its name is followed or overwritten, whoever runs
+// the analysis (root, in a shared folder): the output goes to a new file
+// beside it (mkstemp: O_EXCL), which then takes the name (rename replaces
+// a name, never follows it). A name held by another user's file, a link or
+// anything but a regular file is refused.
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path) : path_(std::move(path)) {}
+  ~OutputFile() {
+    if (fd_ >= 0) close(fd_);
+    if (!temp_.empty()) unlink(temp_.c_str());
+  }
+  bool Open(std::string* error) {
+    if (!NameIsOurs(error)) return false;
+    std::string pattern = path_ + ".XXXXXX";
+    fd_ = mkostemp(pattern.data(), O_CLOEXEC);
+    if (fd_ < 0) {
+      *error = "cannot write " + path_ + ": " + strerror(errno);
+      return false;
+    }
+    temp_ = pattern;
+    const mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd_, 0666 & ~mask);  // as a plain create would make it
+    return true;
+  }
+  int fd() const { return fd_; }
+  // A path that opens this very file (for a stream).
+  std::string StreamPath() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  bool Write(const std::string& text, std::string* error) {
+    for (size_t at = 0; at < text.size();) {
+      const ssize_t n = write(fd_, text.data() + at, text.size() - at);
+      if (n <= 0) {
+        *error = "error writing " + path_ + ": " + strerror(n < 0 ? errno : ENOSPC);
+        return false;
+      }
+      at += size_t(n);
+    }
+    return true;
+  }
+  bool Commit(std::string* error) {
+    if (!NameIsOurs(error)) return false;
+    if (rename(temp_.c_str(), path_.c_str()) != 0) {
+      *error = "cannot write " + path_ + ": " + strerror(errno);
+      return false;
+    }
+    temp_.clear();
+    return true;
+  }
+
+ private:
+  bool NameIsOurs(std::string* error) const {
+    struct stat st;
+    if (lstat(path_.c_str(), &st) != 0) return true;  // a new name
+    if (S_ISLNK(st.st_mode)) {
+      *error = path_ + " is a symbolic link: refused (remove it, or name another file)";
+    } else if (!S_ISREG(st.st_mode)) {
+      *error = path_ + " is not a regular file: refused";
+    } else if (st.st_uid != geteuid()) {
+      *error = path_ + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user: refused";
+    } else {
+      return true;
+    }
     return false;
   }
-  const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (fclose(f) != 0 || !ok) {
-    *error = "error writing " + path + ": " + strerror(errno);
-    return false;
-  }
-  return true;
-}
+  std::string path_, temp_;
+  int fd_ = -1;
+};
 
 // The documented exit status of a verdict.
 int ExitStatusOf(Verdict v) {
@@ -166,7 +221,9 @@ int RunAnalysis(const AnalysisRequest& r) {
   auto picture = [&](const std::string& path, const std::string& dot_text, const char* what) {
     std::string err;
     const bool svg = path.size() > 4 && path.compare(path.size() - 4, 4, ".svg") == 0;
-    const bool ok = svg ? RenderSvg(dot_text, path, &err) : WriteText(path, dot_text, &err);
+    OutputFile file(path);
+    const bool ok = file.Open(&err) && (svg ? RenderSvg(dot_text, file.fd(), &err) : file.Write(dot_text, &err)) &&
+                    file.Commit(&err);
     if (!ok) {
       fprintf(stderr, "%s: %s\n", cmd, err.c_str());
       rc = kExitCouldNot;
@@ -180,7 +237,8 @@ int RunAnalysis(const AnalysisRequest& r) {
     if (d.with_trace.Empty()) {
       fprintf(stderr, "%s: no rank has a trace file, so there is no timeline; %s not written\n", cmd,
               r.perfetto.c_str());
-    } else if (WritePerfetto(job, d, r.perfetto, &err)) {
+    } else if (OutputFile file(r.perfetto); file.Open(&err) && WritePerfetto(job, d, file.StreamPath(), &err) &&
+                                              file.Commit(&err)) {
       if (text) printf("\nPerfetto trace: %s (open in https://ui.perfetto.dev)\n", r.perfetto.c_str());
     } else {
       fprintf(stderr, "%s: %s\n", cmd, err.c_str());

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,8 +143,42 @@ std::vector<RankedProcess> RanksUnder(pid_t pid) {
   return Topmost(ranked, parents);
 }
 
+namespace {
+
+// The uid a process runs as, or -1.
+int64_t Uid(pid_t pid) {
+  struct stat st;
+  return stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? int64_t(st.st_uid) : -1;
+}
+
+// Whether `pid` runs under SLURM's step daemon of `job`: an ancestor that
+// is root's slurmstepd ("slurmstepd: [JOB.STEP]"). Its environment anyone
+// can write; its ancestry a user cannot fake (the daemon runs as root, and
+// is named by its executable, not only by its command line).
+bool UnderStepdOf(pid_t pid, const std::string& job, const std::map<pid_t, pid_t>& parents) {
+  const std::string tag = "slurmstepd: [" + job + ".";
+  for (int depth = 0; depth < 64; ++depth) {
+    auto up = parents.find(pid);
+    if (up == parents.end() || up->second <= 1) return false;
+    pid = up->second;
+    if (Comm(pid) != "slurmstepd" || Uid(pid) != 0) continue;
+    char exe[4096];
+    const ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1);
+    if (n <= 0) continue;
+    exe[n] = '\0';
+    const char* base = strrchr(exe, '/');
+    if (strncmp(base ? base + 1 : exe, "slurmstepd", 10) != 0) continue;  // Debian's is slurmstepd-wlm
+    char cmd[256] = {};
+    if (ReadSmallFile(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), cmd, sizeof(cmd)) <= 0) continue;
+    if (strncmp(cmd, tag.c_str(), tag.size()) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step,
-                                           const std::string& node) {
+                                           const std::string& node, int64_t owner, size_t* refused) {
   const std::map<pid_t, pid_t> parents = ParentMap();
   std::map<pid_t, RankedProcess> ranked;
   const pid_t self = getpid();
@@ -151,6 +186,12 @@ std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::st
     if (pid == self) continue;
     RankedProcess r;
     if (!ReadRankedProcess(pid, &r) || r.slurm_job != job) continue;
+    // A job's process runs under its step daemon, or as its owner where
+    // the daemon cannot be seen (a container's pid namespace).
+    if (!UnderStepdOf(pid, job, parents) && (owner < 0 || Uid(pid) != owner)) {
+      if (refused) ++*refused;
+      continue;
+    }
     if (!exclude_step.empty() && r.slurm_step == exclude_step) continue;  // the dump's own step
     if (!node.empty() && !r.slurm_node.empty() && r.slurm_node != node) continue;
     ranked[pid] = r;

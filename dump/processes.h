@@ -34,9 +34,11 @@ std::vector<RankedProcess> RanksUnder(pid_t pid);
 // The ranks on this node of SLURM job `job` (SLURM_JOB_ID in their
 // environment), leaving out `exclude_step`'s processes (the dump's own step),
 // and, when `node` is given, processes SLURM placed on another node (several
-// slurmd may share one machine).
+// slurmd may share one machine). An environment is anyone's to write: a
+// process counts only when it runs under the job's slurmstepd, or as
+// `owner` (the job's user; -1 unknown). `refused` counts the others.
 std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step,
-                                           const std::string& node);
+                                           const std::string& node, int64_t owner, size_t* refused);
 
 // The trace file process `pid` has mapped (a *.htrace), "" when none.
 std::string MappedTraceFile(pid_t pid);

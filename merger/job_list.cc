@@ -113,10 +113,15 @@ std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, st
     *error = "cannot read " + root + ": " + ec.message();
     return jobs;
   }
+  const FolderTrust trust(root);
   for (; it != end; it.increment(ec)) {
     if (ec) break;
     std::error_code e2;
     if (!fs::is_directory(it->symlink_status(e2))) continue;  // files, links: not job folders
+    if (const std::string why = trust.Distrust(it->path().string()); !why.empty()) {
+      if (warnings) warnings->push_back(why);
+      continue;
+    }
     JobSummary j;
     j.path = it->path().string();
     j.job = it->path().filename().string();

@@ -219,10 +219,13 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
   auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
   if (has(path)) out.push_back(path);
+  const FolderTrust trust(path);  // another user's node folder is skipped (FindTraceFiles says so)
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     // Types from the listing (no stat per trace file); links not followed.
     std::error_code e2;
-    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path())) out.push_back(it->path().string());
+    if (!it->is_symlink(e2) && it->is_directory(e2) && has(it->path()) && trust.Distrust(it->path().string()).empty()) {
+      out.push_back(it->path().string());
+    }
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -1,10 +1,13 @@
 #include "merger/pictures.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -319,29 +322,29 @@ bool WritePerfetto(const Job& job, const Diagnosis& d, const std::string& out_pa
   return true;
 }
 
-bool RenderSvg(const std::string& dot_text, const std::string& svg_path, std::string* error) {
+bool RenderSvg(const std::string& dot_text, int svg_fd, std::string* error) {
   if (system("command -v dot > /dev/null 2>&1") != 0) {
-    *error = "Graphviz is not installed (apt-get install graphviz); the .dot file is written";
+    *error = "Graphviz is not installed (apt-get install graphviz)";
     return false;
   }
-  std::string tmp = svg_path + ".dot.tmp";
-  {
-    std::ofstream f(tmp);
-    f << dot_text;
-    if (!f) {
-      *error = "cannot write " + tmp;
-      return false;
-    }
+  // The DOT text from memory (no file to name, so none to be planted).
+  int in = memfd_create("hangtrace-dot", MFD_CLOEXEC);
+  if (in < 0 || write(in, dot_text.data(), dot_text.size()) != ssize_t(dot_text.size()) || lseek(in, 0, SEEK_SET) != 0) {
+    *error = std::string("cannot hand the graph to dot: ") + strerror(errno);
+    if (in >= 0) close(in);
+    return false;
   }
   const pid_t pid = fork();
   if (pid == 0) {
-    execlp("dot", "dot", "-Tsvg", "-o", svg_path.c_str(), tmp.c_str(), static_cast<char*>(nullptr));
+    dup2(in, STDIN_FILENO);
+    dup2(svg_fd, STDOUT_FILENO);
+    execlp("dot", "dot", "-Tsvg", static_cast<char*>(nullptr));
     _exit(127);
   }
+  close(in);
   int status = 0;
   const bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  unlink(tmp.c_str());
-  if (!ok) *error = "dot could not render " + svg_path;
+  if (!ok) *error = "dot could not render the graph";
   return ok;
 }
 

@@ -31,8 +31,8 @@ std::string StackTreeDot(const Job& job, const Diagnosis& d, const StackNode& ro
 // keeps no records). False with `error` on failure.
 bool WritePerfetto(const Job& job, const Diagnosis& d, const std::string& out, std::string* error);
 
-// Renders DOT to SVG with Graphviz's `dot`, when it is installed; false
-// with the reason otherwise.
-bool RenderSvg(const std::string& dot_text, const std::string& svg_path, std::string* error);
+// Renders DOT to SVG into `svg_fd` with Graphviz's `dot`, when it is
+// installed; false with the reason otherwise.
+bool RenderSvg(const std::string& dot_text, int svg_fd, std::string* error);
 
 }  // namespace hangtrace

@@ -585,6 +585,19 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
   return snap;
 }
 
+FolderTrust::FolderTrust(const std::string& top) : top_(top) {
+  struct stat st;
+  if (stat(top.c_str(), &st) != 0) return;
+  uid_ = (st.st_mode & S_IWOTH) ? int64_t(geteuid()) : int64_t(st.st_uid);
+}
+
+std::string FolderTrust::Distrust(const std::string& dir) const {
+  struct stat st;
+  if (uid_ < 0 || lstat(dir.c_str(), &st) != 0 || st.st_uid == 0 || int64_t(st.st_uid) == uid_) return "";
+  return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " + std::to_string(uid_) +
+         " (the owner of " + top_ + "): planted by another user? skipped";
+}
+
 bool ParseNoRoomMarker(const std::string& path, NoRoomMarker* out) {
   const std::string name = std::filesystem::path(path).filename().string();
   const std::string suffix = fmt::kNoRoomSuffix;
@@ -650,6 +663,7 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
     *error = path + ": " + ec.message();
     return out;
   }
+  const FolderTrust trust(path);
   for (; it != end; it.increment(ec)) {
     if (ec) {
       warn(path + ": " + ec.message() + "; the rest is read");
@@ -670,6 +684,11 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
     }
     if (dir) {
       if (it.depth() >= 2) it.disable_recursion_pending();
+      if (const std::string why = trust.Distrust(p.string()); !why.empty()) {
+        warn(why);
+        it.disable_recursion_pending();
+        continue;
+      }
       // A folder we may not enter: say so now (the iterator would stop).
       if (access(p.c_str(), R_OK | X_OK) != 0) {
         warn(p.string() + ": cannot read this folder (" + strerror(errno) + "): skipped");

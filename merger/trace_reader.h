@@ -137,6 +137,22 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
 // sorted by name. Links inside are not followed; what is skipped (links,
 // fifos, devices, folders that cannot be read) is described in `warnings`.
 // `error`: the path itself cannot be used.
+// Who may own the folders found inside a folder `top` given to the tools:
+// top's owner (this user where others may write in top: /tmp, a shared
+// dump folder) and root. What another user planted there (a job folder in
+// /dev/shm/hangtrace-<me>, a node folder in a shared dump folder) is
+// skipped, with its owner named.
+class FolderTrust {
+ public:
+  explicit FolderTrust(const std::string& top);
+  // "" when the folder `dir` inside top is trusted, else one sentence why not.
+  std::string Distrust(const std::string& dir) const;
+
+ private:
+  std::string top_;
+  int64_t uid_ = -1;  // -1: top could not be read (then nothing is judged)
+};
+
 // A rank the storage had no room for leaves an empty file named
 // "host.pid.rank3of8.no-room" in its job's folder (tracer/format.h).
 struct NoRoomMarker {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "tests/test_util.h"
 
@@ -70,6 +71,37 @@ TEST(Cli, AnOutputThatCannotBeWrittenIsSaidAndFailsTheCommand) {
   }
 }
 
+// Run as root in a folder others write, an output name another user
+// planted (a link to a file of root's, a file of theirs) is refused and
+// what it points at is untouched; our own file is replaced, and no
+// temporary is left behind.
+TEST(Cli, AnOutputNameAnotherUserPlantedIsRefusedAndNothingIsFollowed) {
+  TempDir dir;
+  Simulate(dir, "hung", "stop@rank=1");
+  const std::string victim = dir.path() + "/victim", link = dir.path() + "/out.json", theirs = dir.path() + "/theirs.dot";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  std::ofstream(theirs) << "theirs\n";
+  ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+  for (const auto& [option, path, why] : {std::tuple{"--perfetto", link, "is a symbolic link: refused"},
+                                          std::tuple{"--graph", link, "is a symbolic link: refused"},
+                                          std::tuple{"--dot", theirs, "belongs to uid 65534, not to this user: refused"}}) {
+    ProgramResult r = Cli({"analyze", dir.path() + "/hung", option, path});
+    EXPECT_EQ(r.exit_code, 1) << option;
+    EXPECT_NE(r.err.find(path + " " + why), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(testing::ReadFileText(victim), "precious\n");
+  EXPECT_EQ(testing::ReadFileText(theirs), "theirs\n");
+  const std::string mine = dir.path() + "/graph.dot";
+  std::ofstream(mine) << "old\n";
+  ProgramResult r = Cli({"analyze", dir.path() + "/hung", "--graph", mine});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(testing::ReadFileText(mine).rfind("digraph", 0), 0u);
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.path().filename() != "hung" && e.path().filename() != "hung.truth.json";
+  EXPECT_EQ(entries, 4u) << "victim, the link, theirs.dot, graph.dot: no temporary left";
+}
+
 TEST(Cli, DumpOfAProcessWithoutARankPrintsItsStacksAsPySpyDoes) {
   TempDir dir;
   testing::Started py({"python3", "-c", "import time\ndef wait_here():\n    time.sleep(60)\nprint('in', flush=True)\nwait_here()\n"},
@@ -127,6 +159,28 @@ TEST(Cli, DumpTakesTheJobAnalyzeWouldTake) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("hangtrace dump --job ended"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out3.path() + "/o"));
+}
+
+// The default dump folder ./hangtrace-dump-<job> is a name anyone could
+// plant in a shared current folder: a link there is refused, not followed.
+TEST(Cli, ThePlantedDefaultDumpFolderIsRefused) {
+  TempDir dir, cwd, elsewhere;
+  pid_t live = StartLiveJob(dir);
+  const std::string planted = cwd.path() + "/hangtrace-dump-live";
+  ASSERT_EQ(symlink(elsewhere.path().c_str(), planted.c_str()), 0);
+  const std::string dump = "cd " + cwd.path() + " && " + HT_CLI + " dump --dir " + dir.path() + " --no-stacks";
+  ProgramResult r = RunProgram({"sh", "-c", dump}, {}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("hangtrace-dump-live is not a folder of its own (a link, or a file): refused (name the dump "
+                       "folder with -o)"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  // Without the link, the default folder is made and used.
+  ASSERT_EQ(unlink(planted.c_str()), 0);
+  r = RunProgram({"sh", "-c", dump}, {}, 60);
+  kill(live, SIGKILL);
+  waitpid(live, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ListTraceFiles(planted).size(), 1u) << r.err;
 }
 
 TEST(Cli, MessagesSayTheCause) {
@@ -242,6 +296,28 @@ TEST(Cli, LsListsJobsWithStateRanksAndPath) {
   // And after the kill, the live one is gone too: killed without an exit.
   r = Cli({"ls", dir.path()});
   EXPECT_NE(line_of("live").find(" gone "), std::string::npos) << r.out;
+}
+
+// Another user's folder planted among ours (a job folder in the trace
+// folder, a node folder in a shared dump folder) is skipped with its owner
+// named: ls does not list it as ours, analyze does not read it.
+TEST(Cli, FoldersAnotherUserPlantedAreSkippedWithTheirOwnerNamed) {
+  TempDir dir;
+  Simulate(dir, "mine", "");
+  Simulate(dir, "planted", "stop@rank=1");
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path() + "/planted")) {
+    ASSERT_EQ(lchown(e.path().c_str(), 65534, 65534), 0);
+  }
+  ASSERT_EQ(chown((dir.path() + "/planted").c_str(), 65534, 65534), 0);
+  ProgramResult r = Cli({"ls", dir.path()});
+  EXPECT_EQ(r.out.find("\nplanted "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmine "), std::string::npos) << r.out;
+  const std::string why = dir.path() + "/planted belongs to uid 65534, not to uid 0 (the owner of " + dir.path() + ")";
+  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  // Analyze of the folder: the planted job is not a second job beside ours.
+  r = Cli({"analyze", dir.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // "mine" has no hang
+  EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
 }
 
 TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {

@@ -264,20 +264,30 @@ TEST(Dump, SaysWhenThereIsNothingToDump) {
   EXPECT_NE(r.err.find("nothing to dump"), std::string::npos) << r.err;
 }
 
+// Another user than the one running the tests (nobody), to run a process as.
+const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+
+std::vector<std::string> AsNobody(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), kAsNobody.begin(), kAsNobody.end());
+  return argv;
+}
+
 TEST(Dump, TheBatchScriptOfASlurmJobIsNoRank) {
   // A batch script's shell carries the job's variables, SLURM_PROCID=0
   // among them, but belongs to no numbered step: where the job has one, its
-  // processes are the ranks (it was counted as an untraced rank 0).
+  // processes are the ranks (it was counted as an untraced rank 0). The job
+  // is a user's (no slurmstepd here), dumped by that user.
   TempDir dir, out;
+  ASSERT_EQ(chmod(out.path().c_str(), 0777), 0);
   const std::string job = "77" + std::to_string(getpid());
-  testing::Started batch({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "2"}});
-  testing::Started rank0({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"},
-                                           {"SLURM_NPROCS", "2"}});
-  testing::Started rank1({"sleep", "30"}, {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"},
-                                           {"SLURM_NPROCS", "2"}});
+  testing::Started batch(AsNobody({"sleep", "30"}), {{"SLURM_JOB_ID", job}, {"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "2"}});
+  testing::Started rank0(AsNobody({"sleep", "30"}), {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"},
+                                                    {"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "2"}});
+  testing::Started rank1(AsNobody({"sleep", "30"}), {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"},
+                                                    {"SLURM_PROCID", "1"}, {"SLURM_NPROCS", "2"}});
   usleep(200 * 1000);  // each has exec'ed sleep
-  ProgramResult r =
-      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}, {}, 30);
+  ProgramResult r = RunProgram(
+      AsNobody({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}), {}, 30);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string node;
   for (const auto& e : std::filesystem::directory_iterator(out.path())) node = e.path().string() + "/node.json";
@@ -286,6 +296,25 @@ TEST(Dump, TheBatchScriptOfASlurmJobIsNoRank) {
   std::set<int> pids;
   for (const auto& p : j["processes"]) pids.insert(p["pid"].get<int>());
   EXPECT_EQ(pids, (std::set<int>{rank0.pid(), rank1.pid()})) << j.dump(1);
+}
+
+// Anyone can write SLURM_JOB_ID and a rank into an environment: as root, a
+// process counts for a job only under the job's slurmstepd or as the job's
+// user (the owner of its trace files). Before, another user's `sleep` with
+// such an environment was dumped and became "culprit rank 2".
+TEST(Dump, AProcessThatOnlyClaimsAJobInItsEnvironmentIsNotDumped) {
+  TempDir dir, out;
+  const std::string job = "78" + std::to_string(getpid());
+  testing::Started impostor(AsNobody({"sleep", "30"}), {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", "0"},
+                                                       {"SLURM_PROCID", "2"}, {"SLURM_NPROCS", "4"}});
+  usleep(200 * 1000);
+  ProgramResult r =
+      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("1 process(es) claim SLURM job " + job +
+                       " in their environment but run neither under its slurmstepd nor as its user: not dumped"),
+            std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(out.path()));
 }
 
 }  // namespace
