@@ -120,6 +120,10 @@ Classes Classify(const Job& job) {
       idle_votes.emplace_back();
     }
     Group& g = c.groups[it->second];
+    if (in) {
+      if (g.ranks.Empty()) g.thread = v.call_thread;
+      else if (g.thread != v.call_thread) g.thread.clear();
+    }
     g.ranks.Add(v.rank);
     if (in) g.in_call_s = std::max(g.in_call_s, v.current.seconds);
     if (v.state == RankState::kCompute && v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {

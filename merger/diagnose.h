@@ -26,6 +26,9 @@ struct Group {
   RankSet waiting_for;       // ranks its ranks wait for
   std::vector<std::string> hosts;
   int64_t python_frame = -1; // its ranks' innermost Python frame (Job::frames)
+  // In a call: the name of the thread its ranks are in it on, when that is
+  // not the main thread and the same for all of them ("" otherwise).
+  std::string thread;
   // Outside any call: how long since its ranks' last traced call (the
   // longest; 0 unknown), and where they compute or sleep (Job::frames, -1).
   double outside_s = 0;

@@ -105,6 +105,7 @@ struct CallPoint {
 // names (FinishStacks).
 struct ThreadStack {
   uint32_t tid = 0;
+  std::string name;                   // the thread's name ("" unknown)
   std::vector<uint32_t> frames;
   std::vector<uint32_t> python;       // until mixed: its Python frames
   std::vector<bool> python_entry;     // their entry marks (frames.h)
@@ -174,6 +175,9 @@ struct RankView {
   // as the comm's rank, tag), sorted by them (Traffic() finds one).
   std::vector<P2pTraffic> p2p;
   uint32_t call_tid = 0;          // the thread in `current` (0 unknown)
+  // The name of that thread when it is not the main one ("worker5", a
+  // Python thread's "Thread-2"), "" when it is the main thread or unknown.
+  std::string call_thread;
   uint64_t records = 0;     // records its program threads ever wrote (lane heads): moves with any call
   uint32_t worker = 0;      // which loader's signature table holds its calls
 

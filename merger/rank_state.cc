@@ -74,6 +74,9 @@ RankState Decide(RankView& v, bool stale) {
     v.basis = Basis::kStacks;
     v.current = v.stack_call;
     v.call_tid = v.stack_call_tid;
+    for (const ThreadStack& t : v.stacks) {
+      if (t.tid == v.call_tid && t.tid != uint32_t(v.pid)) v.call_thread = t.name.empty() ? "tid " + std::to_string(t.tid) : t.name;
+    }
     return stale ? RankState::kStopped : RankState::kInCall;
   }
   // 3. Its liveness.

@@ -189,6 +189,9 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
     v->current = PointOf(s, maps, shared, in->current);
     v->traced_call = true;
     v->call_tid = in->current.tid;
+    if (in->current.tid != uint32_t(p.pid)) {
+      v->call_thread = in->name.empty() ? "tid " + std::to_string(in->current.tid) : in->name;
+    }
     v->watchdog = in->watchdog_flagged;
     if (in->has_last) v->previous = PointOf(s, maps, shared, in->last);
   } else if (latest) {

@@ -31,7 +31,8 @@ std::string Seconds(double s) {
 std::string GroupWhat(const Job& job, const Group& g) {
   switch (g.state) {
     case RankState::kInCall:
-      return "in " + DescribeCall(job, g.call) + (g.call.from_stacks ? " (seen on stacks; not traced)" : "");
+      return "in " + DescribeCall(job, g.call) + (g.thread.empty() ? "" : " in thread \"" + g.thread + "\"") +
+             (g.call.from_stacks ? " (seen on stacks; not traced)" : "");
     case RankState::kCompute: {
       std::string out = "not in a traced call";
       if (g.outside_s > 0) out += " for " + Seconds(g.outside_s);
@@ -264,6 +265,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
       o["seq"] = 0;
     }
     o["in_call_s"] = g.state == RankState::kInCall ? g.in_call_s : 0.0;
+    if (!g.thread.empty()) o["thread"] = g.thread;
     if (g.state == RankState::kCompute && g.outside_s > 0) o["outside_s"] = g.outside_s;
     if (g.idle_frame >= 0) o["idle_frame"] = FrameToJson(job.frames[size_t(g.idle_frame)]);
     if (g.state == RankState::kInCall && g.call.on_device) o["on_device"] = true;

@@ -18,6 +18,7 @@ namespace {
 ThreadStack FromNode(Job* job, const NodeThread& th) {
   ThreadStack t;
   t.tid = th.tid;
+  t.name = th.name;
   for (const Frame& f : th.frames) t.frames.push_back(job->InternFrame(f));
   t.state = th.state;
   t.syscall = th.syscall;
@@ -59,6 +60,7 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
   for (const CapturedStack& c : captured) {
     ThreadStack t;
     t.tid = c.tid;
+    t.name = c.thread_name;
     for (const Frame& f : c.native) t.frames.push_back(shared->job->InternFrame(f));
     for (const Frame& f : c.python) {
       t.python.push_back(shared->job->InternFrame(f));

@@ -61,6 +61,10 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       idle_votes.emplace_back();
     }
     Group& g = d.groups[it->second];
+    if (in) {
+      if (g.ranks.Empty()) g.thread = v.call_thread;
+      else if (g.thread != v.call_thread) g.thread.clear();
+    }
     g.ranks.Add(v.rank);
     if (v.idle_frame >= 0) ++idle_votes[it->second][v.idle_frame];
     if (std::find(g.hosts.begin(), g.hosts.end(), v.host) == g.hosts.end() && g.hosts.size() < 8) g.hosts.push_back(v.host);

@@ -136,6 +136,7 @@ std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
   for (const StackInfo& st : s.stacks) {
     CapturedStack t;
     t.tid = st.tid;
+    t.thread_name = st.thread_name;
     for (const fmt::StackFrame& f : st.frames) {
       Frame frame;
       if (f.symbol[0]) {  // named by an older runtime, or simulated

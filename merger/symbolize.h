@@ -50,6 +50,7 @@ class Symbolizer {
 // (it never answered the stack signal) stands alone.
 struct CapturedStack {
   uint32_t tid = 0;
+  std::string thread_name;
   std::vector<Frame> native, python;
 };
 std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s);

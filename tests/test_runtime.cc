@@ -442,6 +442,10 @@ TEST(Runtime, AThreadThatBlocksTheCaptureSignalIsNotLeftAPendingOne) {
   }
   EXPECT_EQ(blocked, 1);
   EXPECT_GE(done, 1);  // main, in its region
+  // inspect times the capture by the threads that answered (the blocked
+  // one's slot has no time: it printed "captured at -5030.610 s").
+  ProgramResult inspect = RunProgram({HT_CLI, "inspect", dir.path()}, {});
+  EXPECT_NE(inspect.out.find("captured at +"), std::string::npos) << inspect.out;
 }
 
 // Runs a shell command with the library preloaded into every process of it.
@@ -545,6 +549,17 @@ TEST(Runtime, ManyThreadsEachGetALane) {
   EXPECT_EQ(CountKind(s, fmt::EventKind::kEnd, "thread_work"), 16u * 1000);
   EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "test_call"), 1000u);
   EXPECT_EQ(s.events_rejected, 0u);
+}
+
+// The thread a rank hangs on, when it is not the main one, is named in
+// the analysis as inspect names it.
+TEST(Runtime, AnalyzeNamesTheThreadOfAHungCall) {
+  TempDir dir;
+  RunTraced(dir, {"hold-thread"}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}}, 1.0);
+  ProgramResult r = RunProgram({HT_CLI, "analyze", dir.path() + "/job"}, {});
+  EXPECT_NE(r.out.find("in test_call in thread \"worker5\""), std::string::npos) << r.out << r.err;
+  r = RunProgram({HT_CLI, "analyze", "-f", "json", dir.path() + "/job"}, {});
+  EXPECT_NE(r.out.find("\"thread\": \"worker5\""), std::string::npos) << r.out;
 }
 
 TEST(Runtime, InspectShowsTheHungCallAndItsStack) {

@@ -22,6 +22,10 @@
  *                the thread then prints pending=1 if the signal waits on it
  *   park N       N threads parked in parked_thread(), main in a region in
  *                stuck_in_here(); SIGUSR1 makes it exit 0 (for the dump tests)
+ *   hold-thread  a thread named "worker5" enters a region and blocks in
+ *                stuck_in_here(); main waits for it
+ *   late-thread F  one region, then a thread of regions once the file F
+ *                exists (the test fills the storage meanwhile)
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -87,6 +91,15 @@ static void* blocking_thread(void* arg) {
   sigpending(&pending);
   printf("pending=%d\n", sigismember(&pending, SIGRTMAX - 5));
   fflush(stdout);
+  return NULL;
+}
+
+static void* holding_thread(void* arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "worker5");
+  int r = region("test_call");
+  begin(r, 7);
+  stuck_in_here();
   return NULL;
 }
 
@@ -198,6 +211,12 @@ int main(int argc, char** argv) {
     regions(r, 1);
     execl(argv[0], argv[0], "events", "3", (char*)NULL);
     return 1;
+  }
+  if (!strcmp(mode, "hold-thread")) {
+    pthread_t th;
+    pthread_create(&th, NULL, holding_thread, NULL);
+    pthread_join(th, NULL);
+    return 0;
   }
   if (!strcmp(mode, "late-thread") && argc > 2) {
     /* A traced call, then a thread that starts once the file argv[2]
