@@ -188,14 +188,7 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
            (c.flags & fmt::kCommFreed) ? " (freed)" : "", c.coll_seq);
   }
   if (!s.stacks.empty()) {
-    // When: the time of a thread that answered (a thread that blocks the
-    // capture signal, or never answered, has none).
-    uint64_t at = 0;
-    for (const StackInfo& st : s.stacks) {
-      const bool answered = st.status == fmt::StackStatus::kDone || st.status == fmt::StackStatus::kTruncated;
-      if (answered && st.ticks) at = std::max(at, st.ticks);
-    }
-    if (at) {
+    if (const uint64_t at = s.CaptureTicks()) {
       printf("stacks   %zu thread(s), captured at %+.3f s\n", s.stacks.size(), s.Seconds(p.clock.start_ticks, at));
     } else {
       printf("stacks   %zu thread(s), none answered the capture\n", s.stacks.size());

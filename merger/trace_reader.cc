@@ -129,6 +129,15 @@ double TraceSnapshot::SecondsInCall(uint64_t begin_ticks) const {
   return std::max(0.0, double(LastKnownMonoNs() - TicksToMonoNs(begin_ticks)) / 1e9);
 }
 
+uint64_t TraceSnapshot::CaptureTicks() const {
+  uint64_t at = 0;
+  for (const StackInfo& st : stacks) {
+    const bool answered = st.status == fmt::StackStatus::kDone || st.status == fmt::StackStatus::kTruncated;
+    if (answered) at = std::max(at, st.ticks);
+  }
+  return at;
+}
+
 std::string TraceSnapshot::CallName(uint16_t call) const {
   const CallDesc* c = Call(call);
   return c ? c->name : "call#" + std::to_string(call);

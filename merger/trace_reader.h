@@ -103,6 +103,11 @@ struct TraceSnapshot {
   // How long the call that began at `begin_ticks` had been running then.
   double SecondsInCall(uint64_t begin_ticks) const;
 
+  // When the stacks were captured: the newest time of a thread that
+  // answered (one that blocks the capture signal, or never answered, has
+  // none); 0 when none did.
+  uint64_t CaptureTicks() const;
+
   std::string CallName(uint16_t call) const;
   // The kernel name of a launch record (aux = name index + 1), or "".
   std::string KernelName(const fmt::Record& r) const {

@@ -204,6 +204,23 @@ TEST(Reader, ModulePathsAreOpenedOnlyWhenRegularFiles) {
   alarm(0);
 }
 
+// A thread that blocks the capture signal has a slot but no time: the
+// capture is timed by the threads that answered (inspect printed "captured
+// at -5030.610 s" when the blocked one came first).
+TEST(Reader, ACaptureIsTimedByTheThreadsThatAnswered) {
+  TraceSnapshot s;
+  StackInfo blocked, answered, pending;
+  blocked.status = fmt::StackStatus::kBlocked;
+  answered.status = fmt::StackStatus::kDone;
+  answered.ticks = 5000;
+  pending.status = fmt::StackStatus::kPending;
+  pending.ticks = 9000;  // asked, never finished: its time is not the capture's
+  s.stacks = {blocked, pending, answered};
+  EXPECT_EQ(s.CaptureTicks(), 5000u);
+  s.stacks = {blocked};
+  EXPECT_EQ(s.CaptureTicks(), 0u);
+}
+
 TEST(RankSet, PrintsAndParsesRanges) {
   RankSet s;
   for (int r : {0, 1, 2, 3, 4, 6, 7, 100, 64, 65}) s.Add(r);
