@@ -217,6 +217,12 @@ bool EveryoneEnteredApplies(const BlameContext& ctx, int comp) {
 
 void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);
+  // Its communicator is not recorded: it waits for nobody the trace can
+  // name, which says nothing of whether the others entered.
+  if (k.call.comm < 0 && (IsCollective(k.call) || IsP2p(k.call))) {
+    ctx.found.comm_unknown.Merge(k.ranks);
+    return;
+  }
   bool explained = false;
   for (const Mismatch& m : ctx.mismatches) {
     if (m.comm == k.call.comm && m.seq == k.call.seq) {

@@ -802,6 +802,12 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   } else if (!d->mismatches.empty() && ctx->culprits.empty()) {
     v = Verdict::kMismatch;
     blame_odd_only();
+  } else if (ctx->culprits.empty() && !f.comm_unknown.Empty()) {
+    const bool one = f.comm_unknown.Count() == 1;
+    v = Verdict::kUnknown;
+    d->evidence = f.comm_unknown.Named() + (one ? " is" : " are") + " in a communication call on a communicator " +
+                  (one ? "its" : "their") + " trace did not record (the file's communicator table was full: " +
+                  "see the warnings), so whom " + (one ? "it waits" : "they wait") + " for is unknown";
   } else {
     v = Verdict::kHang;
   }

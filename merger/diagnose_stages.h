@@ -91,6 +91,9 @@ struct Findings {
   bool crash = false;           // a culprit crashed or died
   bool below = false;           // a call everyone entered that does not complete
   bool missing_blamed = false;  // a culprit has no trace file
+  // Ranks in a communication call whose communicator their trace did not
+  // record (its table was full): whom they wait for is unknown.
+  RankSet comm_unknown;
 };
 
 // Everything a blame rule reads and writes.

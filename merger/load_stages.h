@@ -68,6 +68,12 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
 struct FileMaps {
   std::vector<uint16_t> calls;  // file call index -> Job::names
   std::vector<int32_t> comms;   // file comm index -> Job::comms (-1: unusable)
+  std::vector<uint64_t> since;  // file comm index -> when its communicator took the slot
+  // The communicator of a record (Job::comms), -1 none: a record on a
+  // reused slot from before its communicator took it was a former one's.
+  int32_t CommOf(const fmt::Record& r) const {
+    return r.comm < comms.size() && r.ticks >= since[r.comm] ? comms[r.comm] : -1;
+  }
 };
 // Registers the file's calls and communicators in the job (under the lock).
 FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, SharedJob* shared,

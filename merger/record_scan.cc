@@ -92,7 +92,7 @@ CallPoint PointOf(const TraceSnapshot& s, const FileMaps& maps, SharedJob* share
     c.op = d->op;
     c.call_flags = d->flags;
   }
-  c.comm = r.comm < maps.comms.size() ? maps.comms[r.comm] : -1;
+  c.comm = maps.CommOf(r);
   c.seq = r.seq;
   c.peer = r.peer;
   c.tag = r.tag;
@@ -157,6 +157,7 @@ FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, 
   FileMaps m;
   m.calls.resize(s.calls.size());
   m.comms.assign(s.comms.size(), -1);
+  m.since.assign(s.comms.size(), 0);
   std::lock_guard<std::mutex> lock(shared->mu);  // one lock per file
   Job* job = shared->job;
   for (size_t i = 0; i < s.calls.size(); ++i) m.calls[i] = job->Intern(s.calls[i].name);
@@ -169,6 +170,7 @@ FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, 
       continue;
     }
     m.comms[i] = AddComm(job, s.comms[i], rank);
+    m.since[i] = e.created_ticks;
   }
   job->world_size = std::max(job->world_size, std::max(s.process.world_size, rank + 1));
   return m;
@@ -214,24 +216,24 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
     if (r.kind == uint8_t(fmt::EventKind::kBegin) || r.kind == uint8_t(fmt::EventKind::kEnd)) {
       last_program_ticks = std::max(last_program_ticks, r.ticks);
     }
-    if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq &&
-        r.comm < maps.comms.size() && maps.comms[r.comm] >= 0) {
+    const int32_t global_comm = maps.CommOf(r);
+    if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq && global_comm >= 0) {
       // Counts of the v/w collectives differ per rank by design: not compared.
       const uint64_t count = (d->flags & fmt::kCallPerRankCounts) ? 0 : r.count;
       CollSig sig{maps.calls[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, count};
-      size_t comm = size_t(maps.comms[r.comm]);
+      size_t comm = size_t(global_comm);
       if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
       SigWindow::Entry* slot = out->first_sig[comm].Slot(r.seq);
       if (slot->first < 0) *slot = {p.rank, sig};
       else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
     }
-    if ((d->flags & fmt::kCallP2p) && r.comm < maps.comms.size() && maps.comms[r.comm] >= 0 && r.peer >= 0) {
+    if ((d->flags & fmt::kCallP2p) && global_comm >= 0 && r.peer >= 0) {
       const bool sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq &&
                         (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
       const bool received = r.kind == uint8_t(fmt::EventKind::kEnd) && r.seq && d->op == fmt::Op::kRecv;
       const bool made = r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend;
       if (sent || received || made) {
-        P2pTraffic& t = traffic.Of(maps.comms[r.comm], r.peer, r.tag);
+        P2pTraffic& t = traffic.Of(global_comm, r.peer, r.tag);
         if (sent) t.sent = std::max(t.sent, r.seq);
         if (received) t.received = std::max(t.received, r.seq);
         if (received && (r.flags & fmt::kRecAnyPeer)) ++t.wildcard_taken;

@@ -158,7 +158,9 @@ std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
       }
       if (current == SIZE_MAX) {
         current = out.size();
-        out.push_back(CapturedStack{pf.tid, {}, {}});
+        CapturedStack python_only;
+        python_only.tid = pf.tid;
+        out.push_back(std::move(python_only));
       }
     }
     if (pf.flags & fmt::kPyFrameNone) continue;

@@ -213,6 +213,11 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
                          std::to_string(h.file_size) + " bytes present; what is missing is skipped");
   }
 
+  if (const uint32_t n = h.counters.comms_refused) {
+    s.warnings.push_back(std::to_string(n) + " communicator(s) not recorded: the communicator table (" +
+                         std::to_string(h.sections[fmt::kSecComms].count) + " entries) was full and none of its "
+                         "communicators had been freed; calls on them show no communicator");
+  }
   if (const uint32_t n = h.counters.lanes_refused) {
     s.warnings.push_back(std::to_string(n) + " thread(s) went untraced: the storage had no room for their record "
                          "lanes (a full disk or /dev/shm); their calls are not in this file");
@@ -289,7 +294,7 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
   // Communicators and their members.
   const uint8_t* members = section(fmt::kSecMembers, sizeof(int32_t), "member pool");
   const uint32_t member_cap = members ? h.sections[fmt::kSecMembers].count : 0;
-  if (const uint8_t* base = section(fmt::kSecComms, sizeof(fmt::CommEntry), "communicator table")) {
+  if (const uint8_t* base = section(fmt::kSecComms, fmt::kCommEntryV1Size, "communicator table")) {
     const fmt::Section& sec = h.sections[fmt::kSecComms];
     uint32_t n = std::min(load32(&live_counters->comm_count), sec.count);
     const bool holes = sparse(n, sec.entry_size);
@@ -301,7 +306,7 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
     for (uint32_t i = uint32_t(next_entry(sec, 0, n, holes)); i < n; i = uint32_t(next_entry(sec, i + 1, n, holes))) {
       const uint8_t* src = base + size_t(i) * h.sections[fmt::kSecComms].entry_size;
       CommInfo& c = s.comms[i];
-      bool stable = fmt::SeqRead(src, &c.entry, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
+      bool stable = fmt::SeqReadPrefix(src, &c.entry, sec.entry_size, reinterpret_cast<const uint32_t*>(src), kSeqAttempts);
       if (c.entry.version == 0) continue;  // claimed, never published
       if (!stable) s.warnings.push_back("communicator " + std::to_string(i) + " was being written; read best effort");
       c.entry.label[sizeof(c.entry.label) - 1] = '\0';

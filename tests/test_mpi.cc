@@ -264,6 +264,48 @@ SignalsRun RunSignals(const std::string& mode, bool traced, const TempDir& dir) 
   return r;
 }
 
+// A program that creates and frees more communicators than a trace file's
+// table holds (4,096), then hangs on a new one: freed slots are taken
+// again, and the hang is seen on the communicator it is on. Before, past
+// the table the new communicator went unrecorded and the verdict was "the
+// problem is below MPI" with no culprit and no warning.
+TEST(Mpi, ACommunicatorMadeAfterThousandsWereFreedIsStillSeen) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--", HT_MPI_PROG, "many-comms", "5000"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1500 * 1000);  // the others reach the barrier
+  Job loaded = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(loaded);
+  EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+  EXPECT_NE(d.culprits[0].why.find("never entered MPI_Barrier #1 on last"), std::string::npos) << d.culprits[0].why;
+  for (const std::string& w : loaded.warnings) EXPECT_EQ(w.find("not recorded"), std::string::npos) << w;
+}
+
+// None freed: past the table, communicators go unrecorded, and the report
+// says so instead of guessing.
+TEST(Mpi, ACommunicatorTableFullIsSaid) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "2", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--", HT_MPI_PROG, "many-comms", "4200", "keep"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1000 * 1000);
+  Job loaded = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(loaded);
+  const std::string report = TextReport(loaded, d);
+  EXPECT_NE(report.find("communicator(s) not recorded: the communicator table (4096 entries) was full"),
+            std::string::npos) << report;
+  // Rank 0's barrier is on an unrecorded communicator: nothing says whom
+  // it waits for ("the problem is below MPI" was a confident wrong answer).
+  EXPECT_EQ(VerdictName(d.verdict), "unknown") << d.summary;
+  EXPECT_NE(d.summary.find("rank 0 is in a communication call on a communicator its trace did not record"),
+            std::string::npos) << d.summary;
+}
+
 TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
   // What the program sees of its signal setup, and what its handlers do,
   // is the same traced and untraced: a SIGTERM handler without SA_RESTART,
@@ -441,13 +483,17 @@ TEST(Mpi, RanksTheStorageHadNoRoomForAreUnknownNeverCulprits) {
   const std::string files = slurp("files");
   size_t markers = 0;
   for (size_t at = 0; (at = files.find(".no-room", at)) != std::string::npos; ++at) ++markers;
-  EXPECT_GE(markers, 2u) << files << slurp("job.err");
+  // How many files fit before the lanes claim the rest is a race; at least
+  // one rank is always left without a file.
+  EXPECT_GE(markers, 1u) << files << slurp("job.err");
   EXPECT_NE(slurp("job.err").find("No space left on device"), std::string::npos) << slurp("job.err");
   EXPECT_EQ(slurp("status"), "1\n") << slurp("analysis.json");
   auto j = nlohmann::json::parse(slurp("analysis.json"));
   EXPECT_EQ(j["verdict"], "unknown") << j["summary"];
   EXPECT_TRUE(j["culprits"].empty()) << j["culprits"];
-  EXPECT_NE(j["summary"].get<std::string>().find("not traced (no room in the trace folder for a"), std::string::npos)
+  // Which ranks got a file and which only a marker, or a file without room
+  // for its lanes, is a race between them: the reason is one of the two.
+  EXPECT_NE(j["summary"].get<std::string>().find("not traced (no room in the trace folder for "), std::string::npos)
       << j["summary"];
 }
 

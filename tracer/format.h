@@ -60,7 +60,9 @@ inline constexpr char kMagic[8] = {'H', 'N', 'G', 'T', 'R', 'A', 'C', 'E'};
 // room for (its trace does not exist; the name is all it says).
 inline constexpr char kTraceSuffix[] = ".htrace";
 inline constexpr char kNoRoomSuffix[] = ".no-room";
-inline constexpr uint16_t kVersion = 1;
+// 2: CommEntry grew created_ticks (120 -> 128 bytes); version 1 readers
+// read the prefix they know.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr uint16_t kOldestReadable = 1;
 inline constexpr uint32_t kEndianTag = 0x01020304u;
 inline constexpr uint32_t kHeaderSize = 4096;
@@ -301,7 +303,10 @@ struct Counters {
   // Threads left untraced because the storage refused their lane (a full
   // disk or /dev/shm); also counted in `dropped`. Zero in older files.
   uint32_t lanes_refused;
-  uint64_t reserved[1];
+  // Communicators not recorded because the table was full and none of its
+  // communicators had been freed (calls on them carry no communicator).
+  uint32_t comms_refused;
+  uint32_t reserved2;
 };
 static_assert(sizeof(Counters) == 72);
 
@@ -440,11 +445,18 @@ struct CommEntry {
   int32_t device;        // CUDA/HIP device, or -1
   uint32_t children;     // comms derived from it so far (creation counter)
   char label[48];        // MPI_Comm_set_name, ncclConfig_t.commName, ...
+  // (version 2) When this communicator took the slot (clock ticks). Once
+  // the table is full, a freed communicator's slot is reused: records on
+  // the slot from before this time are a former occupant's. 0 in files
+  // of version 1 (whose slots were never reused).
+  uint64_t created_ticks;
 };
 static_assert(offsetof(CommEntry, id) == 8);
 static_assert(offsetof(CommEntry, coll_seq) == 48);
 static_assert(offsetof(CommEntry, label) == 72);
-static_assert(sizeof(CommEntry) == 120);
+static_assert(offsetof(CommEntry, created_ticks) == 120);
+static_assert(sizeof(CommEntry) == 128);
+inline constexpr uint32_t kCommEntryV1Size = 120;  // what a version 1 file's entries hold
 
 // ---------------------------------------------------------------------------
 // The event record: 64 bytes, written once into the ring.
@@ -491,6 +503,21 @@ inline bool SeqRead(const void* src, T* out, const uint32_t* version, int attemp
   for (int attempt = 0; attempt < attempts; ++attempt) {
     uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
     memcpy(static_cast<void*>(out), src, sizeof(T));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!(v1 & 1) && __atomic_load_n(version, __ATOMIC_RELAXED) == v1) return true;
+  }
+  return false;
+}
+
+// The same for the first `bytes` of an entry (an older file's shorter one);
+// the rest of `out` is zeroed.
+template <typename T>
+inline bool SeqReadPrefix(const void* src, T* out, size_t bytes, const uint32_t* version, int attempts) {
+  if (bytes > sizeof(T)) bytes = sizeof(T);
+  memset(static_cast<void*>(out), 0, sizeof(T));
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    uint32_t v1 = __atomic_load_n(version, __ATOMIC_ACQUIRE);
+    memcpy(static_cast<void*>(out), src, bytes);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (!(v1 & 1) && __atomic_load_n(version, __ATOMIC_RELAXED) == v1) return true;
   }

@@ -233,13 +233,17 @@ constexpr uint64_t kP2pEmpty = 0;
 constexpr size_t kP2pSize = 1 << 16;
 P2pSlot g_p2p[kP2pSize];
 
+// How many times each communicator slot was taken again (RegisterComm):
+// part of the keys, so a slot's new communicator counts from 1.
+uint32_t g_comm_reuses[fmt::kMaxComms];
+
 }  // namespace
 
 uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
   // Sends and receives count apart: with two ranks, a send to and a receive
   // from the same peer on the same tag are different streams.
-  uint64_t key = Combine(Combine(Combine(uint64_t(comm) + 1, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))),
-                         send ? 1 : 2);
+  const uint64_t slot = comm < fmt::kMaxComms ? (uint64_t(g_comm_reuses[comm]) << 16) + comm + 1 : uint64_t(comm) + 1;
+  uint64_t key = Combine(Combine(Combine(slot, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))), send ? 1 : 2);
   if (key < 3) key += 3;
   for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {
     uint64_t k = __atomic_load_n(&g_p2p[i].key, __ATOMIC_ACQUIRE);
@@ -301,6 +305,30 @@ uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags)
   return index;
 }
 
+namespace {
+// With the table full: the slot of the communicator freed longest ago, now
+// this one's (kMaxComms: none was freed). Rare (a program that creates and
+// frees thousands of communicators), so a scan under the table lock.
+uint32_t ReuseFreedCommSlot(TraceFile* f) {
+  pthread_mutex_lock(&g_table_lock);
+  uint32_t best = fmt::kMaxComms;
+  for (uint32_t i = 0; i < fmt::kMaxComms; ++i) {
+    const fmt::CommEntry& e = f->comms[i];
+    if (!(__atomic_load_n(&e.flags, __ATOMIC_ACQUIRE) & fmt::kCommFreed)) continue;
+    if (best == fmt::kMaxComms || e.created_ticks < f->comms[best].created_ticks) best = i;
+  }
+  if (best < fmt::kMaxComms) {
+    fmt::CommEntry* e = &f->comms[best];
+    SeqBegin(&e->version);
+    e->flags = 0;  // taken: no longer freed, so no other creator takes it
+    SeqEnd(&e->version);
+    ++g_comm_reuses[best];
+  }
+  pthread_mutex_unlock(&g_table_lock);
+  return best;
+}
+}  // namespace
+
 uint16_t RegisterComm(const CommDesc& d) {
   TraceFile* f = g_trace;
   if (!f) return fmt::kNoComm;
@@ -308,11 +336,18 @@ uint16_t RegisterComm(const CommDesc& d) {
   uint32_t index = __atomic_fetch_add(&k.comm_count, 1, __ATOMIC_ACQ_REL);
   if (index >= fmt::kMaxComms) {
     __atomic_store_n(&k.comm_count, fmt::kMaxComms, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&k.dropped, 1, __ATOMIC_RELAXED);
-    return fmt::kNoComm;
+    index = ReuseFreedCommSlot(f);
+    if (index >= fmt::kMaxComms) {
+      __atomic_fetch_add(&k.dropped, 1, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&k.comms_refused, 1, __ATOMIC_RELAXED);
+      return fmt::kNoComm;
+    }
   }
   fmt::CommEntry* e = &f->comms[index];
   SeqBegin(&e->version);
+  e->created_ticks = NowTicks();
+  __atomic_store_n(&e->coll_seq, uint64_t(0), __ATOMIC_RELAXED);
+  __atomic_store_n(&e->children, 0u, __ATOMIC_RELAXED);
   e->kind = uint8_t(d.kind);
   e->flags = d.flags & uint8_t(~fmt::kCommMembersKnown);
   e->creator_call = d.creator_call;

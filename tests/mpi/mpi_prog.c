@@ -175,6 +175,29 @@ __attribute__((noinline)) static void sigstop(void) {
 }
 
 /* Five collectives that complete, then the sixth, where rank 1 goes astray. */
+/* More communicators created and freed (or kept, with "keep") than a
+   trace file's table holds (4096), then a hang on the last one: rank 1
+   never enters its barrier. */
+__attribute__((noinline)) static void many_comms(int n, int keep) {
+  int x = 1, y = 0, never = 0;
+  for (int i = 0; i < n; i++) {
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+    if (!keep) MPI_Comm_free(&c);
+  }
+  MPI_Comm last;
+  MPI_Comm_dup(MPI_COMM_WORLD, &last);
+  MPI_Comm_set_name(last, "last");
+  if (rank == 0) {
+    printf("stuck\n");
+    fflush(stdout);
+  }
+  if (rank == 1) MPI_Recv(&never, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Barrier(last);
+  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
+}
+
 __attribute__((noinline)) static void stuck(void) {
   int x = 1, y = 0, never = 0;
   for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -326,6 +349,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else if (!strcmp(mode, "unnamed")) unnamed();
   else if (!strcmp(mode, "stuck")) stuck();
+  else if (!strcmp(mode, "many-comms")) many_comms(argc > 2 ? atoi(argv[2]) : 5000, argc > 3 && !strcmp(argv[3], "keep"));
   else if (!strcmp(mode, "slow")) slow(argc > 2 ? atoi(argv[2]) : 8);
   else if (!strcmp(mode, "lock")) lock(argc > 2 ? argv[2] : "/tmp/hangtrace-lock-test");
   else check(0, "unknown mode");
