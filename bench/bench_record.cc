@@ -21,7 +21,7 @@ void StartOnce() {
     c.job = "bench";
     c.timeout_s = 0;
     c.stacks = false;
-    if (!StartRuntime(c)) abort();
+    if (!StartRuntime(c) || !Traced()) abort();
     g_call = RegisterCall("bench_call", fmt::Api::kUser, fmt::Op::kOther, 0);
     return true;
   }();

@@ -62,7 +62,7 @@ int AnalyzeCommand(int argc, char** argv) {
 
   if (paths.empty()) {
     // No path: the trace folder's only job; with several, which one is asked.
-    const std::string root = Config::FromEnvironment().dir;
+    const std::string root = ExpandUser(Config::FromEnvironment().dir);
     std::string error;
     std::vector<JobSummary> jobs = ListJobs(root, &error, nullptr);
     if (!error.empty() || jobs.empty()) {

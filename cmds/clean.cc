@@ -70,7 +70,7 @@ int CleanCommand(int argc, char** argv) {
       "  hangtrace clean --job 12345\n"
       "  hangtrace clean --job 12345 /scratch/traces   # a trace folder of your own\n",
       "hangtrace clean"};
-  std::string root = Config::FromEnvironment().dir;
+  std::string root = ExpandUser(Config::FromEnvironment().dir);
   bool dry_run = false;
   double older_than = 0;
   std::vector<std::string> only;

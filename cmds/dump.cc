@@ -288,11 +288,11 @@ int DumpCommand(int argc, char** argv) {
       "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
       "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
       "hangtrace dump"};
-  std::string dir = env.dir, job = env.job, out;
+  std::string dir = ExpandUser(env.dir), job = env.job, out;
   std::vector<int> pids;
   bool no_stacks = false, no_symbols = false, quiet = false;
   int thread_timeout_ms = 2000;
-  app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + env.dir + ")");
+  app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + dir + ")");
   app.add_option("--job", job,
                  "job id: the subfolder of --dir (default as the runtime names it: " + env.job +
                      "); given, also every process on this node whose SLURM_JOB_ID it is, traced or not");

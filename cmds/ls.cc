@@ -41,7 +41,7 @@ int LsCommand(int argc, char** argv) {
       "  hangtrace ls\n"
       "  hangtrace ls /scratch/traces       # a --dir / HANGTRACE_DIR of your own\n",
       "hangtrace ls"};
-  std::string root = Config::FromEnvironment().dir;
+  std::string root = ExpandUser(Config::FromEnvironment().dir);
   app.add_option("dir", root, "the trace folder (default: HANGTRACE_DIR, else /dev/shm/hangtrace-$USER)");
   HT_PARSE(app, argc, argv);
 

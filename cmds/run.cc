@@ -18,7 +18,7 @@ namespace {
 
 // build/bin/hangtrace -> build/lib/libhangtrace.so; installed bin/ -> lib/.
 std::string FindPreloadLibrary() {
-  if (std::string lib = Config::FromEnvironment().lib; !lib.empty()) return lib;
+  if (std::string lib = ExpandUser(Config::FromEnvironment().lib); !lib.empty()) return lib;
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return "";

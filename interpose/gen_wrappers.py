@@ -545,7 +545,7 @@ def gpu_generate(calls, api, header_name):
                    f"reinterpret_cast<void**>(&g_real_{c.name}), &g_call[{i}]}},")
     out.append("};")
     out.append("")
-    out.append(f"void hangtrace::gpu::Register{api.capitalize()}Calls() {{ RegisterSymbols(k{api.capitalize()}Symbols, {len(mine)}); }}")
+    out.append(f"void hangtrace::gpu::Know{api.capitalize()}Symbols() {{ KnowSymbols(k{api.capitalize()}Symbols, {len(mine)}); }}")
     return "\n".join(out) + "\n"
 
 

@@ -152,14 +152,14 @@ const GpuSymbol kLookupSymbols[] = {
 };
 }  // namespace
 
-void hangtrace::gpu::RegisterCudaLookups() { RegisterSymbols(kLookupSymbols, 2); }
+void hangtrace::gpu::KnowCudaLookups() { KnowSymbols(kLookupSymbols, 2); }
 
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
   auto real = Real(g_real_get_proc_v1, kLookupSymbols[0]);
   if (!real) return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
   Real(g_real_get_proc_v2, kLookupSymbols[1]);  // for WrapProc's ABI check
   CUresult r = real(symbol, pfn, cudaVersion, flags);
-  if (r == CUDA_SUCCESS && pfn && hangtrace::g_trace) *pfn = WrapProc(symbol, *pfn, cudaVersion, flags);
+  if (r == CUDA_SUCCESS && pfn && hangtrace::TraceWanted()) *pfn = WrapProc(symbol, *pfn, cudaVersion, flags);
   return r;
 }
 
@@ -168,6 +168,6 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
   auto real = Real(g_real_get_proc_v2, kLookupSymbols[1]);
   if (!real) return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
   CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-  if (r == CUDA_SUCCESS && pfn && hangtrace::g_trace) *pfn = WrapProc(symbol, *pfn, cudaVersion, flags);
+  if (r == CUDA_SUCCESS && pfn && hangtrace::TraceWanted()) *pfn = WrapProc(symbol, *pfn, cudaVersion, flags);
   return r;
 }

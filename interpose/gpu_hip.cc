@@ -101,14 +101,14 @@ const GpuSymbol kLookupSymbols[] = {
 };
 }  // namespace
 
-void hangtrace::gpu::RegisterHipLookups() { RegisterSymbols(kLookupSymbols, 1); }
+void hangtrace::gpu::KnowHipLookups() { KnowSymbols(kLookupSymbols, 1); }
 
 extern "C" hipError_t hipGetProcAddress(const char* symbol, void** pfn, int hipVersion, uint64_t flags,
                                         int* symbolStatus) {
   auto real = Real(g_real_get_proc, kLookupSymbols[0]);
   if (!real) return hipErrorSharedObjectSymbolNotFound;
   hipError_t r = real(symbol, pfn, hipVersion, flags, symbolStatus);
-  if (r == hipSuccess && pfn && *pfn && symbol && hangtrace::g_trace) {
+  if (r == hipSuccess && pfn && *pfn && symbol && hangtrace::TraceWanted()) {
     std::string name = symbol;
     if ((flags & kHipPerThreadDefaultStream) && FindSymbol((name + "_spt").c_str())) name += "_spt";
     *pfn = WrapLookup(name.c_str(), *pfn);

@@ -21,9 +21,16 @@ namespace {
 
 // --- the symbol table ---------------------------------------------------------------
 
-constexpr int kMaxSymbols = 128;
-const GpuSymbol* g_symbols[kMaxSymbols];
-int g_symbol_count = 0;  // written at start-up, before any lookup
+// The generated tables (and the lookup wrappers'), known from start-up,
+// before any lookup: a few words written, so a process that never calls
+// touches no more of this library's memory than that.
+struct SymbolTable {
+  const GpuSymbol* symbols;
+  int count;
+};
+constexpr int kMaxTables = 8;
+SymbolTable g_tables[kMaxTables];
+int g_table_count = 0;
 
 // The libraries a real function may live in when RTLD_NEXT cannot see it
 // (loaded with RTLD_LOCAL, as PyTorch wheels load NCCL).
@@ -246,15 +253,21 @@ void ForgetDevicesInChild() {
 
 // --- symbol table --------------------------------------------------------------------------
 
-void RegisterSymbols(const GpuSymbol* table, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (table[i].call) *table[i].call = RegisterCall(table[i].name, table[i].api, table[i].op, table[i].flags);
-    if (g_symbol_count < kMaxSymbols) g_symbols[g_symbol_count++] = &table[i];
-  }
+void KnowSymbols(const GpuSymbol* table, int count) {
+  if (g_table_count < kMaxTables) g_tables[g_table_count++] = {table, count};
   static bool once = false;
   if (!once) {
     once = true;
     pthread_atfork(nullptr, nullptr, ForgetDevicesInChild);
+  }
+}
+
+void RegisterGpuCalls() {
+  for (int t = 0; t < g_table_count; ++t) {
+    for (int i = 0; i < g_tables[t].count; ++i) {
+      const GpuSymbol& s = g_tables[t].symbols[i];
+      if (s.call) *s.call = RegisterCall(s.name, s.api, s.op, s.flags);
+    }
   }
 }
 
@@ -264,8 +277,10 @@ const GpuSymbol* FindSymbol(const char* name) {
   if (strncmp(name, "nccl", 4) && strncmp(name, "cu", 2) && strncmp(name, "hip", 3) && strncmp(name, "__cuda", 6)) {
     return nullptr;
   }
-  for (int i = 0; i < g_symbol_count; ++i) {
-    if (strcmp(g_symbols[i]->name, name) == 0) return g_symbols[i];
+  for (int t = 0; t < g_table_count; ++t) {
+    for (int i = 0; i < g_tables[t].count; ++i) {
+      if (strcmp(g_tables[t].symbols[i].name, name) == 0) return &g_tables[t].symbols[i];
+    }
   }
   return nullptr;
 }

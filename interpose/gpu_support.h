@@ -39,15 +39,18 @@ struct GpuSymbol {
   uint16_t* call;     // its index in this process's call table; null: not recorded
 };
 
-// Each generated file's table, registered at start-up (call table entries,
-// and the names the lookup wrappers know).
-void RegisterSymbols(const GpuSymbol* table, int count);
-void RegisterNcclCalls();
-void RegisterCudaCalls();
-void RegisterHipCalls();
+// Each generated file's table, known from start-up (the names the lookup
+// wrappers know, before any trace file exists).
+void KnowSymbols(const GpuSymbol* table, int count);
+void KnowNcclSymbols();
+void KnowCudaSymbols();
+void KnowHipSymbols();
 // The get-proc-address wrappers (hand-written, not recorded: call == null).
-void RegisterCudaLookups();
-void RegisterHipLookups();
+void KnowCudaLookups();
+void KnowHipLookups();
+// Enters every known symbol that is recorded into the new trace file's call
+// table (when the file is made: at start-up or at the first traced call).
+void RegisterGpuCalls();
 
 // The symbol `name` as the lookup wrappers see it, or null.
 const GpuSymbol* FindSymbol(const char* name);
@@ -83,7 +86,11 @@ F* Real(F*& slot, const GpuSymbol& s) {
 
 // --- records ----------------------------------------------------------------------
 
-inline bool Tracing() { return g_trace != nullptr && t_thread.depth == 0; }
+// The first traced call of a process started lazily makes its file.
+inline bool Tracing() {
+  if (__builtin_expect(g_trace != nullptr, 1)) return t_thread.depth == 0;
+  return g_start_pending && t_thread.depth == 0 && StartAtFirstCall();
+}
 
 
 // --- NCCL (gpu_nccl.cc) --------------------------------------------------------------

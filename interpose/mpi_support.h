@@ -43,9 +43,11 @@ inline bool MpiReady() {
 }
 
 // True when this call should be recorded: the process is traced, the thread
-// is not already inside a traced call, and its MPI is Open MPI.
+// is not already inside a traced call, and its MPI is Open MPI. The first
+// such call of a process started lazily makes its file.
 inline bool Tracing() {
-  return g_trace != nullptr && t_thread.depth == 0 && MpiReady();
+  if (__builtin_expect(g_trace != nullptr, 1)) return t_thread.depth == 0 && MpiReady();
+  return g_start_pending && t_thread.depth == 0 && MpiReady() && StartAtFirstCall();
 }
 
 

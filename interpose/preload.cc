@@ -1,6 +1,7 @@
 // Entry point of libhangtrace.so: starts the runtime when the library is
-// loaded (LD_PRELOAD or linked), before main() and before any wrapper runs,
-// and registers every wrapped call in the trace file's call table.
+// loaded (LD_PRELOAD or linked), before main() and before any wrapper runs;
+// the runtime registers every wrapped call in the trace file's call table
+// when it makes the file.
 #include "interpose/mpi_support.h"
 #if HANGTRACE_HAVE_GPU
 #include "interpose/gpu_support.h"
@@ -13,21 +14,34 @@
 
 namespace {
 
+// Every wrapped call into a new trace file's call table: run by the runtime
+// when it makes the file (at start for a rank, else at the first traced
+// call), before the file is published to other threads.
+void RegisterCalls() {
+  hangtrace::mpi::RegisterMpiCalls();
+#if HANGTRACE_HAVE_GPU
+  hangtrace::gpu::RegisterGpuCalls();
+#endif
+}
+
 __attribute__((constructor(101))) void HangtraceStart() {
-  if (hangtrace::StartRuntime(hangtrace::Config::FromEnvironment())) {
-    hangtrace::mpi::RegisterMpiCalls();
+  const hangtrace::Config config = hangtrace::Config::FromEnvironment();
+  if (!config.off) {
+    // The names the lookup wrappers (dlsym, cuGetProcAddress) know, before
+    // any file: a process may look its functions up long before it calls.
 #if HANGTRACE_HAVE_NCCL
-    hangtrace::gpu::RegisterNcclCalls();
+    hangtrace::gpu::KnowNcclSymbols();
 #endif
 #if HANGTRACE_HAVE_CUDA
-    hangtrace::gpu::RegisterCudaCalls();
-    hangtrace::gpu::RegisterCudaLookups();
+    hangtrace::gpu::KnowCudaSymbols();
+    hangtrace::gpu::KnowCudaLookups();
 #endif
 #if HANGTRACE_HAVE_HIP
-    hangtrace::gpu::RegisterHipCalls();
-    hangtrace::gpu::RegisterHipLookups();
+    hangtrace::gpu::KnowHipSymbols();
+    hangtrace::gpu::KnowHipLookups();
 #endif
   }
+  hangtrace::StartRuntime(config, RegisterCalls);
 }
 
 }  // namespace

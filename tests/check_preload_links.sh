@@ -6,7 +6,8 @@
 #   (mpi4py, torch). Open MPI's handles are looked up by name at the first
 #   MPI call (interpose/mpi_support.cc, FindOpenMpi).
 # - no libstdc++ or libgcc_s of its own (they are linked in, hidden): the
-#   program's own C++ runtime (a conda environment's) is the one it gets.
+#   program's own C++ runtime (a conda environment's) is the one it gets;
+#   nothing but libc at all (process start, bench/bench_start.sh).
 # - no exported symbol beyond interpose/exports.map's.
 set -euo pipefail
 lib=$1
@@ -19,6 +20,13 @@ fi
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 if grep -E '^(libstdc\+\+|libgcc_s)' <<< "$needed"; then
   echo "$lib needs a C++ runtime of its own (link it with -static-libstdc++ -static-libgcc)"
+  exit 1
+fi
+# libc only: every process of a job loads what it needs, traced or not
+# (libunwind is loaded when a process makes its trace file).
+extra=$(grep -vE '^(libc\.so|ld-linux)' <<< "$needed" || true)
+if [ -n "$extra" ]; then
+  echo "$lib needs more than libc at load, in every process of a job: $extra"
   exit 1
 fi
 cxx=$(nm -D --undefined-only "$lib" | grep -E '@(GLIBCXX|CXXABI)_' || true)

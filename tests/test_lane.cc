@@ -33,7 +33,7 @@ class RuntimeEnv : public ::testing::Environment {
     c.ring_slots = kLane;
     c.timeout_s = 0;
     c.stacks = false;
-    ASSERT_TRUE(StartRuntime(c));
+    ASSERT_TRUE(StartRuntime(c) && Traced());  // no rank: the file is made at the first call
     ASSERT_TRUE(NameTraceFile());  // the tests read it by name before any traced call
     g_call = RegisterCall("lane_test", fmt::Api::kUser, fmt::Op::kOther, 0);
     ASSERT_NE(g_call, fmt::kNoCall);

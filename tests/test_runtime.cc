@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "merger/trace_reader.h"
 #include "merger/symbolize.h"
@@ -527,17 +528,71 @@ TEST(Runtime, KeepGivesEveryProcessItsFile) {
   EXPECT_EQ(ListTraceFiles(dir.path()).size(), 3u);  // sh and both /bin/true
 }
 
+// A rank makes its file at start; the processes it starts make theirs at
+// their first traced call. The folder is unusable: the rank says why once,
+// and its children, which call and fail too, say nothing more.
 TEST(Runtime, WhyAJobIsNotTracedIsSaidOnceNotPerProcess) {
   TempDir dir;
   std::string file = dir.path() + "/plain-file";
   FILE* f = fopen(file.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fclose(f);
-  ProgramResult r = RunProgram({"/bin/sh", "-c", "/bin/true; /bin/true; /bin/true"},
-                               {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", file + "/traces"}});
+  const std::string prog = HT_PROG;
+  ProgramResult r = RunProgram({"/bin/sh", "-c", prog + " events 1; " + prog + " events 1; " + prog + " events 1"},
+                               {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", file + "/traces"}, {"RANK", "0"},
+                                {"WORLD_SIZE", "1"}});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("said once for this process and its children"), std::string::npos) << r.err;
+}
+
+// A process that is no rank and makes no traced call (a shell, a data
+// loader, a compiler) neither makes a file nor says anything: the runtime
+// starts at the first traced call, and there is none.
+TEST(Runtime, AProcessThatMakesNoTracedCallStartsNothing) {
+  TempDir dir;
+  std::string file = dir.path() + "/plain-file";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  ProgramResult bad = RunProgram({"/bin/sh", "-c", "/bin/true; /bin/true"},
+                                 {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", file + "/traces"}});
+  EXPECT_EQ(bad.exit_code, 0);
+  EXPECT_EQ(bad.err, "");
+  // With a usable folder: no job folder, no thread. The shell's own
+  // threads are read while it runs (a sleep), from /proc.
+  const std::string marker = dir.path() + "/threads";
+  ProgramResult good = RunProgram({"/bin/sh", "-c", "ls /proc/$$/task | wc -l > " + marker + "; sleep 0.1"},
+                                  {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", dir.path() + "/traces"}});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  std::ifstream in(marker);
+  int threads = 0;
+  in >> threads;
+  EXPECT_EQ(threads, 1);
+  struct stat st;
+  EXPECT_NE(stat((dir.path() + "/traces").c_str(), &st), 0) << "the trace folder was made";
+  // The same shell as a rank: its file and background thread at start.
+  ProgramResult rank = RunProgram({"/bin/sh", "-c", "ls /proc/$$/task | wc -l > " + marker + "; sleep 0.1"},
+                                  {{"LD_PRELOAD", HT_PRELOAD}, {"HANGTRACE_DIR", dir.path() + "/traces"},
+                                   {"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  EXPECT_EQ(rank.exit_code, 0) << rank.err;
+  std::ifstream again(marker);
+  again >> threads;
+  EXPECT_EQ(threads, 2);
+}
+
+// The process's first traced calls on eight threads at once: one file,
+// every call recorded under its own name.
+TEST(Runtime, FirstCallsOnManyThreadsAtOnceMakeOneFile) {
+  for (int round = 0; round < 5; ++round) {
+    TempDir dir;
+    ProgramResult r = RunTraced(dir, {"first-calls", "8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    TraceSnapshot s = ReadOnly(dir);
+    EXPECT_EQ(CountKind(s, fmt::EventKind::kBegin, "thread_work"), 8u * 100);
+    EXPECT_EQ(CountKind(s, fmt::EventKind::kEnd, "thread_work"), 8u * 100);
+    EXPECT_EQ(s.events_rejected, 0u);
+  }
 }
 
 TEST(Runtime, ManyThreadsEachGetALane) {

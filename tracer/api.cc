@@ -16,15 +16,15 @@ thread_local int t_region_depth = 0;
 
 extern "C" {
 
-__attribute__((visibility("default"))) int hangtrace_enabled(void) { return g_trace != nullptr; }
+__attribute__((visibility("default"))) int hangtrace_enabled(void) { return Traced(); }
 
 // A program that asks for its file means to read or keep it: named now.
 __attribute__((visibility("default"))) const char* hangtrace_file(void) {
-  return g_trace && NameTraceFile() ? g_trace->path : nullptr;
+  return Traced() && NameTraceFile() ? g_trace->path : nullptr;
 }
 
 __attribute__((visibility("default"))) int hangtrace_region(const char* name) {
-  if (!name || !*name) return -1;
+  if (!name || !*name || !Traced()) return -1;
   uint16_t id = RegisterCall(name, fmt::Api::kUser, fmt::Op::kOther, fmt::kCallBlocking);
   return id == fmt::kNoCall ? -1 : int(id);
 }
@@ -59,7 +59,7 @@ __attribute__((visibility("default"))) int hangtrace_end(int region) {
 }
 
 __attribute__((visibility("default"))) int hangtrace_mark(const char* label) {
-  if (!g_trace || !label) return -1;
+  if (!label || !Traced()) return -1;
   uint16_t id = RegisterCall(label, fmt::Api::kUser, fmt::Op::kOther, 0);
   fmt::Record r{};
   r.call = id;
@@ -69,6 +69,7 @@ __attribute__((visibility("default"))) int hangtrace_mark(const char* label) {
 }
 
 __attribute__((visibility("default"))) int hangtrace_capture_stacks(void) {
+  if (!Traced()) return 0;
   return CaptureAllStacks(fmt::StackReason::kRequest, 200);
 }
 

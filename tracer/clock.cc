@@ -1,8 +1,9 @@
-#include <fcntl.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <unistd.h>
 
 #include <cstring>
-#include <string>
 
 #include "tracer/clock.h"
 #include "tracer/internal.h"
@@ -12,20 +13,16 @@ namespace hangtrace {
 
 bool DetectInvariantTsc() {
 #if defined(__x86_64__)
-  // The kernel's view: it only lists these flags when they hold on every CPU.
-  int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[8192];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* flags = strstr(buf, "\nflags");
-  if (!flags) return false;
-  const char* eol = strchr(flags + 1, '\n');
-  std::string line(flags, eol ? size_t(eol - flags) : strlen(flags));
-  return line.find(" constant_tsc") != std::string::npos &&
-         line.find(" nonstop_tsc") != std::string::npos;
+  // CPUID 0x80000007, EDX bit 8: the invariant TSC (constant rate, running
+  // in every C- and P-state), the bit the kernel reads for its constant_tsc
+  // and nonstop_tsc flags. A hypervisor that cannot keep it so hides it.
+  // Read here rather than from /proc/cpuinfo, which the kernel formats for
+  // every CPU on each read: 0.2 ms of every traced process's start on two
+  // CPUs, more on a node with hundreds.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
+  if (!__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx)) return false;
+  return (edx >> 8) & 1u;
 #else
   return false;
 #endif

@@ -90,11 +90,13 @@ bool RingSetting::Parse(const char* v, Type* out) {
 }
 
 bool PathSetting::Parse(const char* v, Type* out) {
-  std::string p = v;
-  // Expand a literal $USER, as the documented default spells it.
-  if (auto pos = p.find("$USER"); pos != std::string::npos) p.replace(pos, 5, UserName());
-  *out = p;
+  *out = v;
   return true;
+}
+
+std::string ExpandUser(std::string path) {
+  if (auto pos = path.find("$USER"); pos != std::string::npos) path.replace(pos, 5, UserName());
+  return path;
 }
 
 bool JobSetting::Parse(const char* v, Type* out) {

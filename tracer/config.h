@@ -43,7 +43,7 @@ struct RingSetting {     // slots per lane, rounded up to a power of two >= 1024
   static bool Parse(const char* text, Type* out);
   static constexpr const char* kWant = "a slot count between 1 and 67108864";
 };
-struct PathSetting {     // a path; a literal $USER becomes the user's name
+struct PathSetting {     // a path, as given: ExpandUser() makes a literal $USER the user's name
   using Type = std::string;
   static bool Parse(const char* text, Type* out);
   static constexpr const char* kWant = "a path";
@@ -115,6 +115,13 @@ struct SettingDoc {
 };
 // The table above, for `hangtrace env` and the docs.
 const SettingDoc* SettingDocs(int* count);
+
+// A path setting with a literal $USER (the documented default of
+// HANGTRACE_DIR spells it so) made the user's name: $USER, else the
+// password database. Done where the path is used, not when settings are
+// read: every traced process reads them, and a password lookup (nscd's
+// socket, then /etc/passwd) was a third of a process's start.
+std::string ExpandUser(std::string path);
 
 bool ParseBlockingMode(const std::string& text, BlockingMode* out);
 const char* BlockingModeName(BlockingMode m);

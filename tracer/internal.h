@@ -28,6 +28,10 @@ bool IsTracerThread(int tid);
 void EnsureAltStack();
 void ReleaseAltStack();
 
+// Loads libunwind (stacks.cc) for the stack recorders; false with the reason
+// when it cannot be (the stacks captured then hold no frames).
+bool LoadUnwinder(std::string* err);
+
 // Signals (signals.cc, handlers in stacks.cc).
 int StackSignal();  // the stack-capture signal
 void StackSignalHandler(int sig, siginfo_t* info, void* uc);

@@ -25,6 +25,7 @@
 namespace hangtrace {
 
 TraceFile* g_trace = nullptr;
+bool g_start_pending = false;
 uint32_t g_generation = 0;
 thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
 bool g_clock_is_tsc = false;
@@ -39,8 +40,16 @@ Config& Settings() {
 }
 TraceFile g_file_storage;          // the file of this process (no heap)
 pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;  // call and name tables
+pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;  // the file made at a first call
 pthread_key_t g_thread_key;
 bool g_once_done = false;
+// Enters every wrapped call into a new file's call table (interpose/).
+void (*g_register_calls)() = nullptr;
+// The file being made, seen by the thread making it only (RegisterCall
+// fills its table before other threads can see it); and whether this thread
+// is making it (a call it makes meanwhile is not traced, nor starts again).
+thread_local TraceFile* t_building __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_starting __attribute__((tls_model("initial-exec"))) = false;
 
 // Why this process is not traced, on stderr once per process lineage: a
 // job that forks or execs thousands of times (a shell loop) prints one line,
@@ -68,44 +77,99 @@ void ReleaseThreadSlot(void* p) {
 
 void OnExit(int status, void*) { RecordExit(status); }
 
+// What a fork child takes from its parent for the file it makes at its
+// first traced call: the parent's call table (the wrappers' indices in this
+// memory point into it), rank and pid. Static: fork children have no heap
+// to spare in an atfork handler.
+struct Inherited {
+  bool forked = false;
+  int32_t parent_pid = 0;
+  bool from_file = false;  // the parent had a file: its table and rank
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  uint32_t call_count = 0;
+  fmt::CallInfo calls[fmt::kMaxCalls];
+};
+Inherited g_inherited;
+
 // In the child after fork(): the parent's mapping is shared with the parent,
-// so the child must never write it again. Give the child its own file (with
-// the call table, so its records decode) and its own background thread.
+// so the child must never write it again. The child makes its own file at
+// its first traced call (a fork child that only execs or exits, as most
+// do, costs nothing), with the parent's call table so its records decode.
 void AtForkChild() {
   TraceFile* parent = g_trace;
   __atomic_store_n(&g_trace, static_cast<TraceFile*>(nullptr), __ATOMIC_RELEASE);
   __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
   pthread_mutex_init(&g_table_lock, nullptr);
-  if (!parent) return;
+  pthread_mutex_init(&g_start_lock, nullptr);
+  g_inherited.forked = true;
+  g_inherited.parent_pid = int32_t(getppid());
+  if (!parent) return;  // the parent had made no file: neither has the child, yet
 
-  // The parent's tables, copied before we unmap its file.
-  static fmt::CallInfo calls[fmt::kMaxCalls];
   uint32_t ncalls = __atomic_load_n(&parent->header->counters.call_count, __ATOMIC_ACQUIRE);
   if (ncalls > fmt::kMaxCalls) ncalls = fmt::kMaxCalls;
-  memcpy(calls, parent->calls, ncalls * sizeof(fmt::CallInfo));
-  int32_t parent_rank = parent->process->rank;
-  int32_t parent_world = parent->process->world_size;
-  int32_t parent_pid = parent->process->pid;
+  memcpy(g_inherited.calls, parent->calls, ncalls * sizeof(fmt::CallInfo));
+  g_inherited.call_count = ncalls;
+  g_inherited.from_file = true;
+  g_inherited.rank = parent->process->rank;
+  g_inherited.world_size = parent->process->world_size;
+  g_inherited.parent_pid = parent->process->pid;
   munmap(parent->base, parent->size);
   close(parent->fd);
   close(parent->dir_fd);
+  __atomic_store_n(&g_start_pending, true, __ATOMIC_RELEASE);
+}
 
+// Makes this process's trace file, fills its call table and only then
+// publishes it (another thread's wrapper must never read an index before
+// it is registered); then the signal handlers and the background thread.
+// Under g_start_lock, or before main.
+bool OpenTrace() {
+  const Config& config = Settings();
+  // Once per process lineage (a fork child keeps it): CPUID traps to the
+  // hypervisor in a VM, so a process that never traces never asks.
+  static bool clock_known = false;
+  if (!clock_known) {
+    clock_known = true;
+    g_clock_is_tsc = DetectInvariantTsc();
+  }
   TraceFile* f = &g_file_storage;
   *f = TraceFile{};
   std::string err;
-  if (!CreateTraceFile(Settings(), f, NameAtStart(Settings()), &err)) {
-    SayNotTracing(("fork child " + std::to_string(getpid()) + " runs untraced: " + err).c_str());
-    return;
+  if (!CreateTraceFile(config, f, NameAtStart(config), &err)) {
+    SayNotTracing(((g_inherited.forked ? "fork child " : "not tracing pid ") + std::to_string(getpid()) +
+                   (g_inherited.forked ? " runs untraced: " : ": ") + err)
+                      .c_str());
+    return false;
   }
-  memcpy(f->calls, calls, ncalls * sizeof(fmt::CallInfo));
-  __atomic_store_n(&f->header->counters.call_count, ncalls, __ATOMIC_RELEASE);
-  f->process->forked = 1;
-  f->process->parent_pid = parent_pid;
-  f->process->rank = parent_rank;
-  f->process->world_size = parent_world;
-  f->process->rank_source = uint8_t(fmt::RankSource::kInherited);
+  if (!g_once_done) {
+    g_once_done = true;
+    pthread_key_create(&g_thread_key, ReleaseThreadSlot);
+    on_exit(OnExit, nullptr);
+  }
+  if (g_inherited.forked) {
+    f->process->forked = 1;
+    f->process->parent_pid = g_inherited.parent_pid;
+  }
+  if (g_inherited.from_file) {
+    memcpy(f->calls, g_inherited.calls, g_inherited.call_count * sizeof(fmt::CallInfo));
+    __atomic_store_n(&f->header->counters.call_count, g_inherited.call_count, __ATOMIC_RELEASE);
+    f->process->rank = g_inherited.rank;
+    f->process->world_size = g_inherited.world_size;
+    f->process->rank_source = uint8_t(fmt::RankSource::kInherited);
+  } else if (g_register_calls) {
+    t_building = f;
+    g_register_calls();
+    t_building = nullptr;
+  }
+  if (config.stacks && !LoadUnwinder(&err)) {
+    SayNotTracing(("no native stacks inside pid " + std::to_string(getpid()) + ": " + err).c_str());
+  }
   __atomic_store_n(&g_trace, f, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
+  if (config.stacks) InstallSignalHandlers();
   StartBackgroundThread();
+  return true;
 }
 
 }  // namespace
@@ -279,7 +343,7 @@ uint32_t InternName(const char* text) {
 }
 
 uint16_t RegisterCall(const char* name, fmt::Api api, fmt::Op op, uint8_t flags) {
-  TraceFile* f = g_trace;
+  TraceFile* f = g_trace ? g_trace : t_building;
   if (!f) return fmt::kNoCall;
   pthread_mutex_lock(&g_table_lock);
   uint32_t n = f->header->counters.call_count;
@@ -434,29 +498,38 @@ void RecordExit(int code) {
   }
 }
 
-bool StartRuntime(const Config& config) {
+bool StartRuntime(const Config& config, void (*register_calls)()) {
   Settings() = config;
+  g_register_calls = register_calls;
   if (config.off) return false;
   if (!config.errors.empty()) WriteStderrLine(("hangtrace: " + config.errors).c_str());
-  g_clock_is_tsc = DetectInvariantTsc();
-
-  TraceFile* f = &g_file_storage;
-  std::string err;
-  if (!CreateTraceFile(config, f, NameAtStart(config), &err)) {
-    SayNotTracing(("not tracing pid " + std::to_string(getpid()) + ": " + err).c_str());
-    return false;
-  }
-  if (!g_once_done) {
-    g_once_done = true;
-    pthread_key_create(&g_thread_key, ReleaseThreadSlot);
+  static bool atfork_done = false;
+  if (!atfork_done) {
+    atfork_done = true;
     pthread_atfork(nullptr, nullptr, AtForkChild);
-    on_exit(OnExit, nullptr);
   }
-  __atomic_store_n(&g_trace, f, __ATOMIC_RELEASE);
-  __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
-  if (config.stacks) InstallSignalHandlers();
-  StartBackgroundThread();
+  // A rank (its file says it started, even if it hangs before its first
+  // call), or HANGTRACE_KEEP: the file now. Any other process (a shell, a
+  // data loader, a compiler in the job's build step) makes it at its first
+  // traced call, and one that makes none costs a few pages and no thread.
+  if (NameAtStart(config)) return OpenTrace();
+  __atomic_store_n(&g_start_pending, true, __ATOMIC_RELEASE);
   return true;
+}
+
+bool StartAtFirstCall() {
+  // The tracer's own thread never starts it, nor does a call made while
+  // this thread is making the file.
+  if (t_thread.tracer_thread || t_starting) return false;
+  pthread_mutex_lock(&g_start_lock);
+  if (!g_trace && __atomic_load_n(&g_start_pending, __ATOMIC_ACQUIRE)) {
+    t_starting = true;
+    OpenTrace();  // once: a failure is said once and the process runs untraced
+    t_starting = false;
+    __atomic_store_n(&g_start_pending, false, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&g_start_lock);
+  return __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE) != nullptr;
 }
 
 void WriteStderrLine(const char* line) {

@@ -52,8 +52,24 @@ struct TraceFile {
 };
 enum FileNaming : uint32_t { kAnonymous = 0, kNaming = 1, kNamed = 2 };
 
-// Null while untraced (HANGTRACE_OFF, a failure, before start-up).
+// Null while untraced (HANGTRACE_OFF, a failure, before start-up) and, in a
+// process that is no rank, until its first traced call.
 extern TraceFile* g_trace;
+// The file is made at the first traced call (StartAtFirstCall): set in a
+// process that is no rank and in a fork child, until then.
+extern bool g_start_pending;
+// Slow path of the first traced call of a process started lazily: makes the
+// file (once, whichever thread comes first). Returns whether traced.
+bool StartAtFirstCall();
+// Whether this process traces, or will at its first traced call.
+inline bool TraceWanted() {
+  return g_trace != nullptr || __atomic_load_n(&g_start_pending, __ATOMIC_RELAXED);
+}
+// Whether this process traces, making its file if this is its first traced call.
+inline bool Traced() {
+  if (__builtin_expect(g_trace != nullptr, 1)) return true;
+  return __atomic_load_n(&g_start_pending, __ATOMIC_ACQUIRE) && StartAtFirstCall();
+}
 // Bumped when the trace file changes under running code (fork child):
 // threads compare it with their cached one and re-attach.
 extern uint32_t g_generation;
@@ -195,10 +211,12 @@ void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source);
 
 // --- lifecycle -------------------------------------------------------------
 
-// Opens the trace file and starts the background thread, as configured.
-// Fails open: on any error prints one line on stderr and leaves g_trace null.
-// Returns true when tracing.
-bool StartRuntime(const Config& config);
+// Starts tracing as configured: a rank (or HANGTRACE_KEEP) opens its trace
+// file and starts the background thread now; any other process at its first
+// traced call (Traced). `register_calls` enters the wrapped calls into a new
+// file's call table. Fails open: on any error prints one line on stderr and
+// leaves g_trace null. Returns true when tracing or ready to.
+bool StartRuntime(const Config& config, void (*register_calls)() = nullptr);
 
 // Records a normal exit (also run from on_exit for the preloaded library).
 // A file with nothing in it (no traced call, stack or signal) whose process

@@ -133,7 +133,7 @@ int ProgramSigaction(int sig, const struct sigaction* act, struct sigaction* old
     if (rc == 0 && act) {
       d.program = !to_default;
       // Given back to the default: the runtime records it again.
-      if (to_default && sig != StackSignal() && RuntimeConfig().stacks) InstallSignalHandlers();
+      if (to_default && sig != StackSignal() && RuntimeConfig().stacks && g_trace) InstallSignalHandlers();
     }
     return rc;
   }

@@ -24,6 +24,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <linux/futex.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -61,13 +62,29 @@ int64_t MonoNs() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// libunwind's local unwinder, loaded when the process makes its trace file
+// (LoadUnwinder), not with this library: a process that never traces never
+// maps it, nor the liblzma it needs (an eighth of a process's start). Its
+// entry points by their exported names (the header's macros spell them,
+// _ULx86_64_step on x86-64).
+#define HT_NAME_OF(x) #x
+#define HT_EXPORTED_NAME(x) HT_NAME_OF(x)
+struct Unwinder {
+  int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+  int (*step)(unw_cursor_t*);
+  int (*is_signal_frame)(unw_cursor_t*);
+};
+Unwinder g_unwinder;  // every entry set, or none
+
 // Unwinds from `uc` (a signal's ucontext) into `slot`. Async-signal-safe.
 void UnwindInto(fmt::StackSlot* slot, void* uc) {
   unw_cursor_t cursor;
   uint32_t n = 0;
   bool truncated = false;
   slot->pthread_id = uint64_t(pthread_self());
-  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+  const Unwinder& u = g_unwinder;
+  if (u.init_local2 && u.init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
     // The interrupted pc is exact; a caller's is a return address, which
     // may already belong to the next line or function: step back into the
     // call. Below a signal frame the pc is exact again.
@@ -78,14 +95,14 @@ void UnwindInto(fmt::StackSlot* slot, void* uc) {
         break;
       }
       unw_word_t ip = 0;
-      unw_get_reg(&cursor, UNW_REG_IP, &ip);
+      u.get_reg(&cursor, UNW_REG_IP, &ip);
       fmt::StackFrame& f = slot->frames[n];
       f.pc = exact || ip == 0 ? ip : ip - 1;
       f.offset = 0;
       f.symbol[0] = '\0';
-      exact = unw_is_signal_frame(&cursor) > 0;
+      exact = u.is_signal_frame(&cursor) > 0;
       ++n;
-    } while (unw_step(&cursor) > 0);
+    } while (u.step(&cursor) > 0);
   }
   slot->nframes = n;
   slot->ticks = NowTicks();
@@ -95,6 +112,27 @@ void UnwindInto(fmt::StackSlot* slot, void* uc) {
 }
 
 }  // namespace
+
+bool LoadUnwinder(std::string* err) {
+  if (g_unwinder.init_local2) return true;
+  void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* why = dlerror();
+    *err = why ? why : "libunwind.so.8 not found";
+    return false;
+  }
+  Unwinder u;
+  u.init_local2 = reinterpret_cast<decltype(u.init_local2)>(dlsym(lib, HT_EXPORTED_NAME(unw_init_local2)));
+  u.get_reg = reinterpret_cast<decltype(u.get_reg)>(dlsym(lib, HT_EXPORTED_NAME(unw_get_reg)));
+  u.step = reinterpret_cast<decltype(u.step)>(dlsym(lib, HT_EXPORTED_NAME(unw_step)));
+  u.is_signal_frame = reinterpret_cast<decltype(u.is_signal_frame)>(dlsym(lib, HT_EXPORTED_NAME(unw_is_signal_frame)));
+  if (!u.init_local2 || !u.get_reg || !u.step || !u.is_signal_frame) {
+    *err = "libunwind.so.8 lacks unw_init_local2 (libunwind 1.3 or newer is needed)";
+    return false;
+  }
+  g_unwinder = u;
+  return true;
+}
 
 void StackSignalHandler(int, siginfo_t*, void* uc) {
   int saved_errno = errno;

@@ -135,7 +135,7 @@ bool MakeParents(const std::string& path, std::string* err) {
 
 // The job's folder: DIR/JOB, both checked (OpenTrustedDir).
 int OpenJobDir(const Config& c, std::string* err) {
-  std::string base = c.dir;
+  std::string base = ExpandUser(c.dir);
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   const bool named = getenv("HANGTRACE_DIR") && *getenv("HANGTRACE_DIR");
   if (!MakeParents(base, err)) return -1;
@@ -314,7 +314,7 @@ void LeaveNoRoomMarker(int dir_fd, const char* stem) {
 // allocated now (fallocate), so a full /dev/shm is an error here and never a
 // SIGBUS in the traced program later; each lane is allocated on attach.
 bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err) {
-  std::string dir = c.dir + "/" + c.job;
+  std::string dir = ExpandUser(c.dir) + "/" + c.job;
   const int dir_fd = OpenJobDir(c, err);
   if (dir_fd < 0) return false;
 

@@ -114,10 +114,29 @@ static void* thread_main(void* arg) {
   return NULL;
 }
 
+/* first-calls: threads whose first traced calls are the process's first,
+   all at once: one of them makes the file, none records into a call table
+   not yet filled. */
+static pthread_barrier_t g_start_line;
+static void* racing_thread(void* arg) {
+  pthread_barrier_wait(&g_start_line);
+  int r = region("thread_work");
+  regions(r, (int)(intptr_t)arg);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* mode = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 10;
+  if (!strcmp(mode, "first-calls")) {
+    pthread_t th[64];
+    if (n > 64) n = 64;
+    pthread_barrier_init(&g_start_line, NULL, (unsigned)n);
+    for (int i = 0; i < n; ++i) pthread_create(&th[i], NULL, racing_thread, (void*)(intptr_t)100);
+    for (int i = 0; i < n; ++i) pthread_join(th[i], NULL);
+    return 0;
+  }
   int r = region("test_call");
   printf("traced=%d\n", hangtrace_enabled ? hangtrace_enabled() : 0);
   fflush(stdout);
