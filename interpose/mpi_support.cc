@@ -18,21 +18,13 @@
 #include "tracer/hash.h"
 
 namespace hangtrace::mpi {
+
+// What the wrappers read inline (mpi_support.h).
+EnumCache g_dtype_cache, g_redop_cache;
+uint32_t g_comm_epoch = 0;
+constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+
 namespace {
-
-
-// A non-zero 64-bit key for any MPI handle type (pointers in OpenMPI,
-// integers in MPICH).
-template <typename H>
-uint64_t HandleKey(H h) {
-  uint64_t k;
-  if constexpr (std::is_pointer_v<H>) {
-    k = reinterpret_cast<uintptr_t>(h);
-  } else {
-    k = uint64_t(uint32_t(h)) | (1ull << 62);
-  }
-  return k < 3 ? k + (1ull << 63) : k;  // 0, 1, 2 are the tables' markers
-}
 
 // --- the real functions ------------------------------------------------------
 
@@ -47,36 +39,6 @@ decltype(&PMPI_Group_translate_ranks) g_MPI_Group_translate_ranks;
 decltype(&PMPI_Group_free) g_MPI_Group_free;
 decltype(&PMPI_Initialized) g_MPI_Initialized;
 decltype(&PMPI_Finalized) g_MPI_Finalized;
-
-// --- datatypes and reductions --------------------------------------------------
-
-uint8_t DtypeSlow(MPI_Datatype d);
-uint8_t RedopSlow(MPI_Op op);
-
-// A small direct-mapped cache from handle to neutral enum, filled from the
-// lists below on a miss; one 64-bit word per entry (key << 8 | value), so a
-// lookup is one load and no lock.
-struct EnumCache {
-  uint64_t slots[256] = {};
-  int Lookup(uint64_t key) const {
-    uint64_t v = __atomic_load_n(&slots[Mix(key) & 255], __ATOMIC_RELAXED);
-    return (v >> 8) == (key & 0x00ffffffffffffffull) ? int(v & 0xff) : -1;
-  }
-  void Store(uint64_t key, uint8_t value) {
-    __atomic_store_n(&slots[Mix(key) & 255], ((key & 0x00ffffffffffffffull) << 8) | value, __ATOMIC_RELAXED);
-  }
-  // The cached value of `handle`, computed by `slow` on a miss.
-  template <typename H>
-  uint8_t Get(H handle, uint8_t (*slow)(H)) {
-    uint64_t key = HandleKey(handle);
-    int v = Lookup(key);
-    if (v >= 0) return uint8_t(v);
-    uint8_t computed = slow(handle);
-    Store(key, computed);
-    return computed;
-  }
-};
-EnumCache g_dtype_cache, g_redop_cache;
 
 // Open MPI's predefined handles are addresses of data symbols in libmpi
 // (MPI_COMM_WORLD is &ompi_mpi_comm_world). They are looked up by name when
@@ -131,6 +93,8 @@ struct OpenMpiHandles {
 };
 OpenMpiHandles g_ompi;
 
+}  // namespace
+
 uint8_t DtypeSlow(MPI_Datatype d) {
   for (size_t i = 0; i < kNumDtypes; ++i) {
     if (g_ompi.dtypes[i] == d) return uint8_t(kDtypes[i].value);
@@ -144,6 +108,8 @@ uint8_t RedopSlow(MPI_Op op) {
   }
   return uint8_t(fmt::Redop::kOther);
 }
+
+namespace {
 
 // --- communicators -------------------------------------------------------------
 
@@ -221,7 +187,10 @@ uint16_t RegisterLocked(MPI_Comm comm, MPI_Comm facts, const NewComm& n, const s
     d.size = int32_t(members.size());
   }
   uint16_t index = RegisterComm(d);
-  if (index != fmt::kNoComm) g_comm_map.Map(HandleKey(comm), index);
+  if (index != fmt::kNoComm) {
+    g_comm_map.Map(HandleKey(comm), index);
+    __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);
+  }
   return index;
 }
 
@@ -330,37 +299,16 @@ void* ResolveReal(const char* name) {
   return f;
 }
 
-uint8_t Dtype(MPI_Datatype d) { return g_dtype_cache.Get(d, DtypeSlow); }
-
-uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow); }
-
-void SetPeer(fmt::Record& r, int peer) {
-  if (peer >= 0) {
-    r.peer = peer;
-  } else if (peer == MPI_ANY_SOURCE) {
-    r.peer = fmt::kAnyPeer;
-    r.flags |= fmt::kRecAnyPeer;
-  } else if (peer == MPI_PROC_NULL) {
-    r.peer = fmt::kNullPeer;
-  } else {
-    r.peer = fmt::kNoPeer;
-  }
-}
-
-void SetTag(fmt::Record& r, int tag) {
-  if (tag == MPI_ANY_TAG) {
-    r.tag = fmt::kAnyTag;
-    r.flags |= fmt::kRecAnyTag;
-  } else {
-    r.tag = tag;
-  }
-}
-
-uint16_t CommIndex(MPI_Comm comm) {
+uint16_t CommIndexSlow(MPI_Comm comm) {
+  const uint32_t epoch = __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE);
+  LastComm& last = t_last_comm;
   if (comm == g_ompi.null) return fmt::kNoComm;
   uint64_t key = HandleKey(comm);
   int found = g_comm_map.Find(key);
-  if (found >= 0) return uint16_t(found);
+  if (found >= 0) {
+    last = {comm, epoch, uint16_t(found)};
+    return uint16_t(found);
+  }
   // First sight: the world or self before MPI_Init returned to us, or a comm
   // made by a call we do not wrap (MPI_Cart_create, MPI_Intercomm_merge...).
   int init = 0, fin = 0;
@@ -443,6 +391,7 @@ void CommFreeing(MPI_Comm comm) {
   if (index >= 0) MarkCommFreed(uint16_t(index));
   pthread_mutex_lock(&g_comm_lock);
   g_comm_map.Unmap(key);
+  __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g_comm_lock);
 }
 
@@ -451,17 +400,6 @@ void CommNamed(MPI_Comm comm, const char* name) {
   if (index != fmt::kNoComm && name) SetCommLabel(index, name);
 }
 
-
-void SequenceReceive(fmt::Record& r) {
-  if (r.peer >= 0 && !(r.flags & fmt::kRecAnyTag)) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
-}
-
-void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
-  if (!status || r.seq != 0) return;
-  if (r.flags & fmt::kRecAnyPeer) r.peer = status->MPI_SOURCE;
-  if (r.flags & fmt::kRecAnyTag) r.tag = status->MPI_TAG;
-  if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
-}
 
 void PersistentMade(fmt::Record& r, MPI_Request request) {
   if (request == g_ompi.request_null) return;

@@ -19,7 +19,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "tracer/hash.h"
 #include "tracer/runtime.h"
 
 namespace hangtrace::mpi {
@@ -37,7 +39,7 @@ enum class MpiLibrary : int {
 extern int g_mpi_library;  // MpiLibrary, atomic
 // Slow path of MpiReady: looks for Open MPI and resolves its handles once.
 bool FindOpenMpi();
-inline bool MpiReady() {
+__attribute__((always_inline)) inline bool MpiReady() {
   int s = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
   return s == int(MpiLibrary::kOpenMpi) || (s == int(MpiLibrary::kUnknown) && FindOpenMpi());
 }
@@ -45,19 +47,89 @@ inline bool MpiReady() {
 // True when this call should be recorded: the process is traced, the thread
 // is not already inside a traced call, and its MPI is Open MPI. The first
 // such call of a process started lazily makes its file.
-inline bool Tracing() {
+__attribute__((always_inline)) inline bool Tracing() {
   if (__builtin_expect(g_trace != nullptr, 1)) return t_thread.depth == 0 && MpiReady();
   return g_start_pending && t_thread.depth == 0 && MpiReady() && StartAtFirstCall();
 }
 
 
+// A non-zero 64-bit key for any MPI handle type (pointers in OpenMPI,
+// integers in MPICH).
+template <typename H>
+uint64_t HandleKey(H h) {
+  uint64_t k;
+  if constexpr (std::is_pointer_v<H>) {
+    k = reinterpret_cast<uintptr_t>(h);
+  } else {
+    k = uint64_t(uint32_t(h)) | (1ull << 62);
+  }
+  return k < 3 ? k + (1ull << 63) : k;  // 0, 1, 2 are the tables' markers
+}
+
 // --- datatypes, reductions, peers ------------------------------------------
-uint8_t Dtype(MPI_Datatype d);
-uint8_t Redop(MPI_Op op);
+uint8_t DtypeSlow(MPI_Datatype d);
+uint8_t RedopSlow(MPI_Op op);
+
+// A small direct-mapped cache from handle to neutral enum, filled from the
+// lists in mpi_support.cc on a miss; one 64-bit word per entry (key << 8 |
+// value), so a lookup is one load and no lock. Here, inline in every
+// wrapper: a hit is a handful of instructions and no call. A pointer
+// handle is its own key (user addresses are below 2^56); an empty slot
+// reads as the null pointer's, kNone, which is what a null handle is.
+struct EnumCache {
+  uint64_t slots[256] = {};
+  template <typename H>
+  static uint64_t Key(H handle) {
+    if constexpr (std::is_pointer_v<H>) {
+      return reinterpret_cast<uintptr_t>(handle);
+    } else {
+      return HandleKey(handle) & 0x00ffffffffffffffull;
+    }
+  }
+  __attribute__((always_inline)) int Lookup(uint64_t key) const {
+    uint64_t v = __atomic_load_n(&slots[Bucket<8>(key)], __ATOMIC_RELAXED);
+    return (v >> 8) == key ? int(v & 0xff) : -1;
+  }
+  void Store(uint64_t key, uint8_t value) {
+    if (key >> 56) return;  // not a user address: never cached
+    __atomic_store_n(&slots[Bucket<8>(key)], (key << 8) | value, __ATOMIC_RELAXED);
+  }
+  // The cached value of `handle`, computed by `slow` on a miss.
+  template <typename H>
+  __attribute__((always_inline)) uint8_t Get(H handle, uint8_t (*slow)(H)) {
+    uint64_t key = Key(handle);
+    int v = Lookup(key);
+    if (__builtin_expect(v >= 0, 1)) return uint8_t(v);
+    uint8_t computed = slow(handle);
+    Store(key, computed);
+    return computed;
+  }
+};
+extern EnumCache g_dtype_cache, g_redop_cache;
+__attribute__((always_inline)) inline uint8_t Dtype(MPI_Datatype d) { return g_dtype_cache.Get(d, DtypeSlow); }
+__attribute__((always_inline)) inline uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow); }
 // MPI_ANY_SOURCE -> fmt::kAnyPeer (and the record flag), MPI_PROC_NULL ->
 // fmt::kNullPeer, other negatives (MPI_ROOT) -> fmt::kNoPeer.
-void SetPeer(fmt::Record& r, int peer);
-void SetTag(fmt::Record& r, int tag);
+__attribute__((always_inline)) inline void SetPeer(fmt::Record& r, int peer) {
+  if (__builtin_expect(peer >= 0, 1)) {
+    r.peer = peer;
+  } else if (peer == MPI_ANY_SOURCE) {
+    r.peer = fmt::kAnyPeer;
+    r.flags |= fmt::kRecAnyPeer;
+  } else if (peer == MPI_PROC_NULL) {
+    r.peer = fmt::kNullPeer;
+  } else {
+    r.peer = fmt::kNoPeer;
+  }
+}
+__attribute__((always_inline)) inline void SetTag(fmt::Record& r, int tag) {
+  if (__builtin_expect(tag == MPI_ANY_TAG, 0)) {
+    r.tag = fmt::kAnyTag;
+    r.flags |= fmt::kRecAnyTag;
+  } else {
+    r.tag = tag;
+  }
+}
 // An MPI_Sendrecv's record carries its receive half's source and tag (the
 // rank it waits to hear from) in `handle`, marked kRecSendrecv.
 inline void SendrecvSource(fmt::Record& r, const fmt::Record& recv) {
@@ -68,7 +140,26 @@ inline void SendrecvSource(fmt::Record& r, const fmt::Record& recv) {
 // --- communicators -----------------------------------------------------------
 // The comm's index in the file's table; registers a comm seen for the first
 // time (created by a call we do not wrap, or before tracing began).
-uint16_t CommIndex(MPI_Comm comm);
+uint16_t CommIndexSlow(MPI_Comm comm);
+// The communicator this thread used last: a program calls on a few
+// communicators over and over, and this answers with two compares. It
+// holds only for the epoch it was read in (g_comm_epoch is bumped whenever
+// a handle leaves the map or maps anew), so a handle that MPI recycles for
+// a new communicator is never taken for the old one.
+struct LastComm {
+  MPI_Comm handle;
+  uint32_t epoch;
+  uint16_t index;
+};
+extern constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec")));
+extern uint32_t g_comm_epoch;
+__attribute__((always_inline)) inline uint16_t CommIndex(MPI_Comm comm) {
+  const LastComm& last = t_last_comm;
+  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+    return last.index;
+  }
+  return CommIndexSlow(comm);
+}
 // After a creating call returned `newcomm` (may be MPI_COMM_NULL on ranks
 // that are not members): registers it. `parent` is the comm it came from.
 // `facts_from_parent`: the new comm is not usable yet (MPI_Comm_idup), so
@@ -82,10 +173,17 @@ void CommNamed(MPI_Comm comm, const char* name);
 // --- sequence numbers --------------------------------------------------------
 // A receive whose source and tag are known now gets its sequence number;
 // with a wildcard it gets 0 here and one at completion (ResolveReceive).
-void SequenceReceive(fmt::Record& r);
+__attribute__((always_inline)) inline void SequenceReceive(fmt::Record& r) {
+  if (r.peer >= 0 && !(r.flags & fmt::kRecAnyTag)) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
+}
 // Completes a receive record from its status: resolves a wildcard source or
 // tag and assigns the sequence number then.
-void ResolveReceive(fmt::Record& r, const MPI_Status* status);
+__attribute__((always_inline)) inline void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
+  if (!status || r.seq != 0) return;
+  if (r.flags & fmt::kRecAnyPeer) r.peer = status->MPI_SOURCE;
+  if (r.flags & fmt::kRecAnyTag) r.tag = status->MPI_TAG;
+  if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
+}
 
 // --- nonblocking requests ----------------------------------------------------
 uint64_t RequestKey(MPI_Request request);

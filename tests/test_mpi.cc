@@ -283,6 +283,71 @@ TEST(Mpi, ACommunicatorMadeAfterThousandsWereFreedIsStillSeen) {
   EXPECT_EQ(d.culprits[0].rank, 1);
   EXPECT_NE(d.culprits[0].why.find("never entered MPI_Barrier #1 on last"), std::string::npos) << d.culprits[0].why;
   for (const std::string& w : loaded.warnings) EXPECT_EQ(w.find("not recorded"), std::string::npos) << w;
+  // Every communicator's one message is its stream's first, on both sides,
+  // though slots (and the threads' cached streams) were taken again.
+  auto ranks = ReadRanks(dir);
+  for (int rank : {0, 1}) {
+    const char* call = rank == 0 ? "MPI_Send" : "MPI_Recv";
+    size_t seen = 0;
+    for (const Event& e : ranks.at(rank).events) {
+      if (ranks.at(rank).CallName(e.rec.call) != call || e.rec.kind != uint8_t(fmt::EventKind::kBegin)) continue;
+      ++seen;
+      EXPECT_EQ(e.rec.seq, 1u) << call << " #" << seen << " on rank " << rank;
+      if (e.rec.seq != 1u) break;
+    }
+    EXPECT_GT(seen, 1000u) << call;
+  }
+}
+
+// All but one slot kept: every later communicator takes that one slot
+// again, at once, so a thread's cached stream for the slot is the old
+// communicator's; the new one's messages still count from 1.
+TEST(Mpi, MessagesOnASlotTakenAgainCountFromOne) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "2", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--", HT_MPI_PROG, "many-comms", "4150", "4093"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1000 * 1000);
+  auto ranks = ReadRanks(dir);
+  for (int rank : {0, 1}) {
+    const char* call = rank == 0 ? "MPI_Send" : "MPI_Recv";
+    size_t seen = 0;
+    for (const Event& e : ranks.at(rank).events) {
+      if (ranks.at(rank).CallName(e.rec.call) != call || e.rec.kind != uint8_t(fmt::EventKind::kBegin)) continue;
+      ++seen;
+      EXPECT_EQ(e.rec.seq, 1u) << call << " #" << seen << " on rank " << rank;
+      if (e.rec.seq != 1u) break;
+    }
+    EXPECT_GT(seen, 4000u) << call;
+  }
+  Job loaded = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(loaded);
+  EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 1);
+}
+
+// A thread's cached communicator must not outlive it: another thread frees
+// "first" and dups "second", which MPI gives the same handle; the first
+// thread's next call is on "second".
+TEST(Mpi, AHandleMpiGivesOutAgainIsTheNewCommunicator) {
+  TempDir dir;
+  ProgramResult r = RunProgram({"mpirun", "-np", "2", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
+                                "job", "--", HT_MPI_PROG, "recycled-comm"},
+                               testing::kMpiAsRoot, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.out.find("same_handle 1") == std::string::npos) GTEST_SKIP() << "MPI gave a new handle: " << r.out;
+  auto ranks = ReadRanks(dir);
+  for (const auto& [rank, s] : ranks) {
+    std::vector<std::string> labels;
+    for (const Event& e : s.events) {
+      if (s.CallName(e.rec.call) == "MPI_Allreduce" && e.rec.kind == uint8_t(fmt::EventKind::kBegin)) {
+        labels.push_back(s.CommLabel(e.rec.comm));
+      }
+    }
+    EXPECT_EQ(labels, (std::vector<std::string>{"first", "second"})) << "rank " << rank;
+  }
 }
 
 // None freed: past the table, communicators go unrecorded, and the report

@@ -32,7 +32,7 @@ inline int64_t RealtimeNs() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-inline uint64_t NowTicks() {
+__attribute__((always_inline)) inline uint64_t NowTicks() {
 #if defined(__x86_64__)
   if (__builtin_expect(g_clock_is_tsc, 1)) return __rdtsc();
 #endif

@@ -22,7 +22,7 @@ class HandleMap {
 
   // The index of `key`, or -1.
   int Find(uint64_t key) const {
-    for (size_t i = Mix(key) & (kSize - 1), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+    for (size_t i = Bucket<Log2(kSize)>(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
       uint64_t k = __atomic_load_n(&slots_[i].key, __ATOMIC_ACQUIRE);
       if (k == key) return slots_[i].index;
       if (k == kEmpty) return -1;
@@ -33,7 +33,7 @@ class HandleMap {
   // Writer lock held.
   void Map(uint64_t key, uint16_t index) {
     size_t tomb = SIZE_MAX;
-    for (size_t i = Mix(key) & (kSize - 1), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+    for (size_t i = Bucket<Log2(kSize)>(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
       uint64_t k = slots_[i].key;
       if (k == key) {
         slots_[i].index = index;
@@ -50,7 +50,7 @@ class HandleMap {
 
   // Writer lock held.
   void Unmap(uint64_t key) {
-    for (size_t i = Mix(key) & (kSize - 1), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
+    for (size_t i = Bucket<Log2(kSize)>(key), n = 0; n < kSize; i = (i + 1) & (kSize - 1), ++n) {
       uint64_t k = slots_[i].key;
       if (k == key) {
         __atomic_store_n(&slots_[i].key, kTomb, __ATOMIC_RELEASE);

@@ -16,6 +16,16 @@ inline uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
   return x;
 }
 
+// The bucket of a handle (an address) in a table of 2^kBits slots, for the
+// in-memory tables only (never part of an id): one multiply, the product's
+// high bits, where every bit of the key counts (Fibonacci hashing).
+template <unsigned kBits>
+inline size_t Bucket(uint64_t key) {
+  static_assert(kBits > 0 && kBits < 64, "a table of 2^kBits slots");
+  return size_t((key * 0x9e3779b97f4a7c15ull) >> (64 - kBits));
+}
+inline constexpr unsigned Log2(size_t n) { return n <= 1 ? 0 : 1 + Log2(n >> 1); }
+
 inline uint64_t Combine(uint64_t h, uint64_t v) { return Mix(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
 
 inline uint64_t HashBytes(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {  // FNV-1a

@@ -33,7 +33,7 @@
 
 namespace hangtrace {
 
-inline void LaneWrite(fmt::Record* lane, uint64_t mask, uint64_t* head, const fmt::Record& r) {
+__attribute__((always_inline)) inline void LaneWrite(fmt::Record* lane, uint64_t mask, uint64_t* head, const fmt::Record& r) {
   uint64_t i = *head;  // only this thread writes it
   fmt::Record* slot = &lane[i & mask];
   __atomic_store_n(&slot->commit, 0u, __ATOMIC_RELAXED);

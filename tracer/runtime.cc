@@ -27,7 +27,7 @@ namespace hangtrace {
 TraceFile* g_trace = nullptr;
 bool g_start_pending = false;
 uint32_t g_generation = 0;
-thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
 bool g_clock_is_tsc = false;
 
 namespace {
@@ -297,16 +297,18 @@ constexpr uint64_t kP2pEmpty = 0;
 constexpr size_t kP2pSize = 1 << 16;
 P2pSlot g_p2p[kP2pSize];
 
-// How many times each communicator slot was taken again (RegisterComm):
-// part of the keys, so a slot's new communicator counts from 1.
-uint32_t g_comm_reuses[fmt::kMaxComms];
-
 }  // namespace
 
-uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
+constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits] __attribute__((tls_model("initial-exec"))) = {};
+uint32_t g_comm_slot_reuses[fmt::kMaxComms];
+
+uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P2pStream* cached) {
   // Sends and receives count apart: with two ranks, a send to and a receive
   // from the same peer on the same tag are different streams.
-  const uint64_t slot = comm < fmt::kMaxComms ? (uint64_t(g_comm_reuses[comm]) << 16) + comm + 1 : uint64_t(comm) + 1;
+  const uint64_t reuses = comm < fmt::kMaxComms ? g_comm_slot_reuses[comm] : 0;
+  const uint64_t slot = comm < fmt::kMaxComms ? (reuses << 16) + comm + 1 : uint64_t(comm) + 1;
+  *cached = {(reuses << 32) | (uint64_t(comm) << 1) | (send ? 1 : 0), (uint64_t(uint32_t(peer)) << 32) | uint32_t(tag),
+             nullptr};
   uint64_t key = Combine(Combine(Combine(slot, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))), send ? 1 : 2);
   if (key < 3) key += 3;
   for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {
@@ -319,7 +321,10 @@ uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
         k = expected;
       }
     }
-    if (k == key) return __atomic_add_fetch(&g_p2p[i].count, 1, __ATOMIC_RELAXED);
+    if (k == key) {
+      cached->count = &g_p2p[i].count;
+      return __atomic_add_fetch(&g_p2p[i].count, 1, __ATOMIC_RELAXED);
+    }
   }
   return 0;  // table full: unknown
 }
@@ -386,7 +391,7 @@ uint32_t ReuseFreedCommSlot(TraceFile* f) {
     SeqBegin(&e->version);
     e->flags = 0;  // taken: no longer freed, so no other creator takes it
     SeqEnd(&e->version);
-    ++g_comm_reuses[best];
+    ++g_comm_slot_reuses[best];
   }
   pthread_mutex_unlock(&g_table_lock);
   return best;

@@ -15,6 +15,8 @@
  *             enter; the others die of SIGALRM after 15 s (the stopped rank
  *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
+ *   loop-p2p [N]  N (5000000) 1-byte MPI_Send + MPI_Recv pairs, each rank
+ *             to itself, prints ns per pair
  *   crash-in-call  rank 1 dies of SIGSEGV inside MPI_Allreduce (its reduction)
  *   unnamed   communicators nobody names: the halves of world by rank parity
  *             and a dup of world, a barrier on each; exits 0
@@ -29,6 +31,15 @@
  *   lock F    rank 0 takes a lock on file F (fcntl) and holds it through an
  *             Allreduce; the others wait for the lock before theirs: a
  *             cycle through the lock, hung until killed
+ *   recycled-comm  MPI_THREAD_MULTIPLE: a second thread does an Allreduce
+ *             on dup "first" of world; the main thread frees it and dups
+ *             "second" (MPI often hands out the same handle again); the
+ *             second thread does an Allreduce on "second"; rank 0 prints
+ *             "same_handle 1" when the handles were equal
+ *   many-comms [N [keep|K]]  N (5000) times: MPI_Comm_dup of world, an
+ *             Allreduce and a message from rank 0 to 1 on it, then
+ *             MPI_Comm_free (none with keep; all but the first K with K);
+ *             then hangs as stuck does, on a last dup's Barrier
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -178,12 +189,54 @@ __attribute__((noinline)) static void sigstop(void) {
 /* More communicators created and freed (or kept, with "keep") than a
    trace file's table holds (4096), then a hang on the last one: rank 1
    never enters its barrier. */
-__attribute__((noinline)) static void many_comms(int n, int keep) {
+static MPI_Comm g_shared_comm;
+static pthread_barrier_t g_go, g_done;
+static void* shared_comm_user(void* arg) {
+  (void)arg;
+  int x = 1, y = 0;
+  for (int i = 0; i < 2; i++) {
+    pthread_barrier_wait(&g_go);
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, g_shared_comm);
+    pthread_barrier_wait(&g_done);
+  }
+  return NULL;
+}
+
+__attribute__((noinline)) static void recycled_comm(void) {
+  pthread_t t;
+  pthread_barrier_init(&g_go, NULL, 2);
+  pthread_barrier_init(&g_done, NULL, 2);
+  pthread_create(&t, NULL, shared_comm_user, NULL);
+  MPI_Comm first, second;
+  MPI_Comm_dup(MPI_COMM_WORLD, &first);
+  MPI_Comm_set_name(first, "first");
+  g_shared_comm = first;
+  pthread_barrier_wait(&g_go);
+  pthread_barrier_wait(&g_done);
+  const void* first_handle = (const void*)first;
+  MPI_Comm_free(&first);
+  MPI_Comm_dup(MPI_COMM_WORLD, &second);
+  MPI_Comm_set_name(second, "second");
+  g_shared_comm = second;
+  pthread_barrier_wait(&g_go);
+  pthread_barrier_wait(&g_done);
+  pthread_join(t, NULL);
+  if (rank == 0) printf("same_handle %d\n", first_handle == (const void*)second);
+  MPI_Comm_free(&second);
+}
+
+/* keep: how many of the first communicators are kept (the rest are freed) */
+__attribute__((noinline)) static void many_comms(int n, int keep_first) {
   int x = 1, y = 0, never = 0;
   for (int i = 0; i < n; i++) {
+    const int keep = i < keep_first;
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+    /* A message on each: its stream on the new communicator starts at 1,
+       whichever slot (and cached stream) an old one had. */
+    if (rank == 0) MPI_Send(&x, 1, MPI_INT, 1, 3, c);
+    if (rank == 1) MPI_Recv(&y, 1, MPI_INT, 0, 3, c, MPI_STATUS_IGNORE);
     if (!keep) MPI_Comm_free(&c);
   }
   MPI_Comm last;
@@ -282,6 +335,19 @@ __attribute__((noinline)) static void loop(int n) {
   if (rank == 0) printf("ns_per_allreduce %.1f\n", ns);
 }
 
+__attribute__((noinline)) static void loop_p2p(int n) {
+  char a = 1, b;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; ++i) {
+    MPI_Send(&a, 1, MPI_CHAR, rank, 5, MPI_COMM_WORLD);
+    MPI_Recv(&b, 1, MPI_CHAR, rank, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+  if (rank == 0) printf("ns_per_send_recv %.1f\n", ns);
+}
+
 /* A reduction that crashes on rank 1: a rank dying of SIGSEGV inside
  * MPI_Allreduce, where the others wait for its part. */
 static void crashing_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
@@ -335,7 +401,8 @@ static void unnamed(void) {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "families";
   int provided;
-  MPI_Init_thread(&argc, &argv, strcmp(mode, "threads") ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE, &provided);
+  const int multiple = !strcmp(mode, "threads") || !strcmp(mode, "recycled-comm");
+  MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (!strcmp(mode, "families")) families();
@@ -345,12 +412,18 @@ int main(int argc, char** argv) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     threads();
   } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
+  else if (!strcmp(mode, "loop-p2p")) loop_p2p(argc > 2 ? atoi(argv[2]) : 5000000);
   else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else if (!strcmp(mode, "unnamed")) unnamed();
   else if (!strcmp(mode, "stuck")) stuck();
-  else if (!strcmp(mode, "many-comms")) many_comms(argc > 2 ? atoi(argv[2]) : 5000, argc > 3 && !strcmp(argv[3], "keep"));
-  else if (!strcmp(mode, "slow")) slow(argc > 2 ? atoi(argv[2]) : 8);
+  else if (!strcmp(mode, "many-comms")) {
+    const int n = argc > 2 ? atoi(argv[2]) : 5000;
+    many_comms(n, argc <= 3 ? 0 : !strcmp(argv[3], "keep") ? n : atoi(argv[3]));
+  } else if (!strcmp(mode, "recycled-comm")) {
+    check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+    recycled_comm();
+  } else if (!strcmp(mode, "slow")) slow(argc > 2 ? atoi(argv[2]) : 8);
   else if (!strcmp(mode, "lock")) lock(argc > 2 ? argv[2] : "/tmp/hangtrace-lock-test");
   else check(0, "unknown mode");
   MPI_Finalize();
