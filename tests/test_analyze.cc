@@ -491,7 +491,9 @@ TEST(Pictures, ThePerfettoTraceIsValidTraceEventFormat) {
       open += e["name"].get<std::string>().find("(in flight)") != std::string::npos;
     } else if (ph == "s" || ph == "f") {
       ASSERT_TRUE(e.contains("id")) << e;
-      if (ph == "f") ASSERT_EQ(e.value("bp", ""), "e") << e;
+      if (ph == "f") {
+        ASSERT_EQ(e.value("bp", ""), "e") << e;
+      }
       flow_ends[e["id"].get<uint64_t>()] |= ph == "s" ? 1 : 2;
     } else {
       ASSERT_EQ(ph, "i") << e;

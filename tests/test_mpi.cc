@@ -232,7 +232,9 @@ TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
       ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 60);
       EXPECT_EQ(r.exit_code, 0) << var << "=" << value << (load == Load::kLate ? " late" : " linked") << ": " << r.err;
       EXPECT_TRUE(testing::ListTraceFiles(dir.path()).empty());
-      if (!off) EXPECT_NE(r.err.find("not tracing pid"), std::string::npos) << "why it runs untraced: " << r.err;
+      if (!off) {
+        EXPECT_NE(r.err.find("not tracing pid"), std::string::npos) << "why it runs untraced: " << r.err;
+      }
     }
   }
 }
@@ -383,7 +385,9 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
     const SignalsRun traced = RunSignals(mode, true, traced_dir);
     EXPECT_EQ(traced.out, untraced.out) << mode;
     EXPECT_EQ(traced.exit_code, untraced.exit_code) << mode;
-    if (std::string(mode) == "query") EXPECT_NE(untraced.out.find("SIGSEGV default"), std::string::npos) << untraced.out;
+    if (std::string(mode) == "query") {
+      EXPECT_NE(untraced.out.find("SIGSEGV default"), std::string::npos) << untraced.out;
+    }
     if (std::string(mode).rfind("term-", 0) == 0) {
       EXPECT_NE(untraced.out.find("read: Interrupted system call"), std::string::npos) << untraced.out;
     }
