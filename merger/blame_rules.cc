@@ -108,7 +108,7 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
     switch (v.state) {
       case RankState::kMissing:
         why = (v.blind.empty() ? "has no trace file (never started, or its node is gone); "
-                               : "is not traced (" + v.blind + "); ") +
+                               : "is " + v.blind + "; ") +
               ctx.NeverEntered(r);
         ctx.found.missing_blamed = true;
         break;

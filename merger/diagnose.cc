@@ -1056,8 +1056,8 @@ void DistrustBlindRanks(const Job& job, Diagnosis* d) {
   const bool blamed = !d->culprits.empty() && std::all_of(d->culprits.begin(), d->culprits.end(), [&](const Culprit& c) {
     return blind.Contains(c.rank);
   });
-  const std::string them = blind.Named() + (one ? " is" : " are") + " not traced (" + why +
-                           (one_reason ? ")" : ", for the first of them)");
+  const std::string them = blind.Named() + (one ? " is " : " are ") + why +
+                           (one_reason ? "" : " (the first of them; the others for other reasons)");
   if (blamed || d->verdict == Verdict::kNoHang) {
     RankSet waiting;
     for (const Group& g : d->groups) {

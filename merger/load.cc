@@ -230,7 +230,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     }
     slot.host = m.host;
     slot.pid = m.pid;
-    slot.blind = "no room in the trace folder for a trace file";
+    slot.blind = "not traced (no room in the trace folder for a trace file)";
   }
   load::AddUntracedRanks(paths, &job);
   NameUnlabeledComms(&job);

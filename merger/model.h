@@ -155,9 +155,11 @@ struct RankView {
   uint64_t start_time = 0;        // /proc start time (clock ticks since boot)
   int32_t ppid = 0;
   bool initialized = false;       // it initialized a communication library (MPI_Init, a communicator)
-  // Why its trace cannot say where it is, "" when it can: the storage had no
-  // room for its file (a *.no-room marker) or for some of its threads'
-  // lanes. Such a rank outside any traced call is never read as computing.
+  // Why its trace cannot say where it is, "" when it can, as what it is:
+  // "not traced (...)" when the storage had no room for its file (a
+  // *.no-room marker) or for some of its threads' lanes; "missing from the
+  // dump (...)" when a dump does not hold it. Such a rank outside any
+  // traced call is never read as computing, and never a culprit alone.
   std::string blind;
 
   // --- the record scan ---

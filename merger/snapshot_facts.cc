@@ -66,8 +66,8 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
                   p.rank_source == uint8_t(fmt::RankSource::kNccl);
   for (size_t i = 0; i < s.comms.size() && !v.initialized; ++i) v.initialized = s.comm_valid[i];
   if (const uint32_t n = s.header.counters.lanes_refused) {
-    v.blind = "no room in the trace folder for the record lanes of " + std::to_string(n) + " thread" +
-              (n == 1 ? "" : "s");
+    v.blind = "not traced (no room in the trace folder for the record lanes of " + std::to_string(n) + " thread" +
+              (n == 1 ? ")" : "s)");
   }
   return v;
 }

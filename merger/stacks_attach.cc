@@ -72,8 +72,10 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
 
 // Ranks a dump found without a trace file: from their environment and stacks.
 void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
+  bool dump = false;
   for (const std::string& p : paths) {
     for (const std::string& folder : FindNodeDumps(p)) {
+      dump = true;
       NodeDump node;
       std::string error;
       if (!ReadNodeDump(folder, &node, &error)) continue;  // said by the loader of its trace files
@@ -119,6 +121,13 @@ void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
         slot = std::move(v);
       }
     }
+  }
+  // A dump holds what its nodes sent: a rank it lacks was on a node that
+  // sent nothing (silent, gone, or dumped by no one), or never started. Its
+  // absence says nothing of where it is: never a crash, never a culprit.
+  if (!dump) return;
+  for (RankView& v : job->ranks) {
+    if (v.path.empty() && v.blind.empty()) v.blind = "missing from the dump (its node sent none, or held no file of it)";
   }
 }
 

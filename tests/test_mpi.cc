@@ -566,6 +566,45 @@ TEST(Mpi, RanksTheStorageHadNoRoomForAreUnknownNeverCulprits) {
       << j["summary"];
 }
 
+// Beyond SLURM (docs/DUMP.md): the site's launcher runs one `hangtrace
+// dump` per node into a shared folder, then `analyze` reads it. Open MPI's
+// mpirun and MPICH's hydra, one process per node (this machine is one
+// node). Then the culprit's file is taken out of the dump, as when its node
+// sends nothing: the report is unknown, never "CRASH: rank 1 has no trace
+// file" (a crash the dump never saw, and a culprit from silence).
+TEST(Mpi, ADumpThroughTheSitesLauncherFindsTheCulpritAndAMissingRankIsUnknown) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path() + "/traces",
+                        "--job", "job", "--", HT_MPI_PROG, "stuck"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 60)) << job.out();
+  usleep(1000 * 1000);  // the others reach the all-reduce
+  const std::string dump = std::string(HT_CLI) + " dump --dir " + dir.path() + "/traces --job job --out ";
+  ProgramResult ompi = RunProgram({"sh", "-c", "mpirun --map-by ppr:1:node " + dump + dir.path() + "/ompi"},
+                                  testing::kMpiAsRoot, 60);
+  ProgramResult hydra = RunProgram({"sh", "-c", "mpiexec.hydra -ppn 1 -n 1 " + dump + dir.path() + "/hydra"}, {}, 60);
+  ASSERT_EQ(ompi.exit_code, 0) << ompi.err;
+  ASSERT_EQ(hydra.exit_code, 0) << hydra.err;
+  for (const char* launcher : {"ompi", "hydra"}) {
+    ProgramResult r = RunProgram({HT_CLI, "analyze", dir.path() + "/" + launcher}, {}, 60);
+    EXPECT_EQ(r.exit_code, 3) << launcher << ": " << r.out << r.err;
+    EXPECT_EQ(r.out.rfind("hangtrace: HANG: rank 1 never entered MPI_Allreduce #6 on world", 0), 0u)
+        << launcher << ": " << r.out;
+  }
+  // Rank 1's file out of the dump.
+  Job whole = LoadJob({dir.path() + "/ompi"});
+  ASSERT_EQ(whole.ranks.size(), 4u);
+  const std::string file = whole.ranks[1].path;
+  ASSERT_FALSE(file.empty());
+  ASSERT_EQ(unlink(file.c_str()), 0) << file;
+  Job partial = LoadJob({dir.path() + "/ompi"});
+  Diagnosis d = Diagnose(partial);
+  EXPECT_EQ(VerdictName(d.verdict), "unknown") << d.summary;
+  EXPECT_TRUE(d.culprits.empty()) << d.summary;
+  EXPECT_EQ(d.summary.rfind("rank 1 is missing from the dump (its node sent none", 0), 0u) << d.summary;
+  EXPECT_NE(d.summary.find("ranks 0,2-3 wait for it"), std::string::npos) << d.summary;
+}
+
 // The seed's own case: a job started under no tool hangs; `dump -p` of its
 // launcher finds the ranks (its descendants), reads each rank from its
 // environment and its stacks from outside; analyze says what it can from
