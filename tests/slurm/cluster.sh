@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real SLURM cluster on localhost, for the tests: munged, slurmctld and N
-# emulated nodes, each a slurmd in its own UTS and PID namespace (its own
-# hostname, its own /proc) with tini as its init, on its own port. No
+# emulated nodes, each a slurmd in its own UTS, PID and mount namespace (its
+# own hostname, its own /proc, its own /dev/shm) with tini as its init, on
+# its own port. As on a real cluster, a node's /dev/shm (where trace files
+# go by default) is its own: no process reads another node's files. No
 # systemd: every daemon is started here and stopped by its recorded pid.
 #
 #   tests/slurm/cluster.sh start DIR [NODES]   prints "export SLURM_CONF=..."
@@ -107,8 +109,11 @@ echo $! > "$dir/run/slurmctld.pid"
 for k in $(seq "$nodes"); do
   # PID 1 of the node is tini (it reaps orphans); --kill-child: when unshare
   # (the recorded pid) dies, tini gets SIGKILL, and with it the whole node.
+  # --mount-proc makes a private mount namespace, where /dev/shm is a fresh
+  # tmpfs of the node's own.
   setsid unshare --uts --pid --fork --kill-child --mount-proc \
-    sh -c "hostname node$k && exec tini -s -- slurmd -D -N node$k" >"$dir/log/node$k.out" 2>&1 < /dev/null &
+    sh -c "hostname node$k && mount -t tmpfs -o mode=1777,size=2g tmpfs /dev/shm &&
+           exec tini -s -- slurmd -D -N node$k" >"$dir/log/node$k.out" 2>&1 < /dev/null &
   echo $! > "$dir/run/node$k.pid"
 done
 
