@@ -355,7 +355,89 @@ def generate(calls, inc_name):
         out.append(indent(body(c)))
         out.append("}")
         out.append("")
+    out += generate_fortran(calls)
     return "\n".join(out) + "\n"
+
+
+# --- Fortran (Open MPI's mpif.h, `use mpi` and `use mpi_f08`) -----------------
+#
+# Open MPI's Fortran bindings call the profiling layer directly, never the C
+# MPI_* functions: a Fortran program's calls reach no C wrapper. Each call of
+# these kinds gets Fortran wrappers too, recorded as the C call is (same call
+# table entry, same record) around the real Fortran function: under every
+# name a compiler may call it (mpi_allreduce_, mpi_allreduce,
+# mpi_allreduce__, MPI_ALLREDUCE: mpif.h and `use mpi`) and under
+# ompi_allreduce_f, which `use mpi_f08`'s mpi_allreduce_f08 calls. Handles
+# are Fortran integers, made C handles with the MPI's own *_f2c.
+FORTRAN_KINDS = {"coll", "send", "recv", "init", "finalize"}
+# What a role's Fortran argument (a pointer to MPI_Fint) puts into the
+# record (handles through caches keyed by the Fortran integer: *_f2c is a
+# call into the MPI each time).
+FORTRAN_ROLE = {"comm": "r.comm = FortranCommIndex(*{});", "dtype": "r.dtype = FortranDtype(*{});",
+                "redop": "r.redop = FortranRedop(*{});", "count": "r.count = uint64_t(int64_t(*{}));",
+                "root": "SetPeer(r, *{});", "peer": "SetPeer(r, *{});", "tag": "SetTag(r, *{});"}
+
+
+def fortran_params(c):
+    """The Fortran prototype: buffers stay void*, every other argument is a
+    pointer to MPI_Fint, then ierror. MPI_Init takes ierror only."""
+    if c.kind == "init" and "provided" not in c.roles:
+        return [], "MPI_Fint* ierr"
+    params = []
+    for p in c.params:
+        if c.kind == "init" and p.name in ("argc", "argv"):
+            continue
+        params.append(("void* " if "void" in p.text else "MPI_Fint* ") + p.name)
+    return [p.split()[-1] for p in params], ", ".join(params + ["MPI_Fint* ierr"])
+
+
+def fortran_body(c):
+    r = c.roles
+    lines = []
+    for role, _ in ROLE_CODE:
+        if role in r and role in FORTRAN_ROLE:
+            lines.append(FORTRAN_ROLE[role].format(r[role]))
+    call = "real(" + ", ".join(fortran_params(c)[0] + ["ierr"]) + ");"
+    if c.kind == "coll":
+        lines.append("r.seq = NextCollSeq(r.comm);")
+    elif c.kind == "send":
+        lines.append("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);")
+    elif c.kind == "recv":
+        lines.append("SequenceReceive(r);")
+    if c.kind == "init":
+        lines += ["LibraryInitializing(true);", "bool rec = CallBegin(r);", call, "LibraryInitializing(false);",
+                  "if (*ierr == MPI_SUCCESS) Initialized(" +
+                  (f"*{r['provided']}" if "provided" in r else "MPI_THREAD_SINGLE") + ");"]
+    else:
+        lines += ["bool rec = CallBegin(r);", call]
+    if c.kind == "recv":
+        lines.append(f"if (*ierr == MPI_SUCCESS) ResolveFortranReceive(r, {r['status']});")
+    lines.append("CallEnd(r, *ierr, rec);")
+    return "\n".join(lines)
+
+
+def generate_fortran(calls):
+    out = ["", "// --- Fortran (see gen_wrappers.py) ---", ""]
+    for c in calls:
+        if c.kind not in FORTRAN_KINDS:
+            continue
+        names, params = fortran_params(c)
+        lower = c.name.lower()
+        fn = f"F_{c.name}"
+        out.append(f"using {fn}_t = void({params});")
+        out.append(f"static void {fn}({fn}_t* real, {params}) {{")
+        out.append(f"  if (!Tracing()) return real(" + ", ".join(names + ["ierr"]) + ");")
+        out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+        out.append(indent(fortran_body(c)))
+        out.append("}")
+        symbols = [lower + "_", lower, lower + "__", c.name.upper(), "ompi_" + lower[len("mpi_"):] + "_f"]
+        for s in symbols:
+            out.append(f"static {fn}_t* g_realf_{s};")
+            out.append(f'extern "C" __attribute__((visibility("default"))) void {s}({params}) {{')
+            out.append(f'  {fn}(Real(g_realf_{s}, "{s}"), ' + ", ".join(names + ["ierr"]) + ");")
+            out.append("}")
+        out.append("")
+    return out
 
 
 def call_table(calls):

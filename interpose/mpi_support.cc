@@ -23,6 +23,9 @@ namespace hangtrace::mpi {
 EnumCache g_dtype_cache, g_redop_cache;
 uint32_t g_comm_epoch = 0;
 constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
+constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec"))) = {
+    0, 0, fmt::kNoComm};
 
 namespace {
 
@@ -38,6 +41,10 @@ decltype(&PMPI_Group_size) g_MPI_Group_size;
 decltype(&PMPI_Group_translate_ranks) g_MPI_Group_translate_ranks;
 decltype(&PMPI_Group_free) g_MPI_Group_free;
 decltype(&PMPI_Initialized) g_MPI_Initialized;
+decltype(&PMPI_Comm_f2c) g_MPI_Comm_f2c;
+decltype(&PMPI_Type_f2c) g_MPI_Type_f2c;
+decltype(&PMPI_Op_f2c) g_MPI_Op_f2c;
+decltype(&PMPI_Status_f2c) g_MPI_Status_f2c;
 decltype(&PMPI_Finalized) g_MPI_Finalized;
 
 // Open MPI's predefined handles are addresses of data symbols in libmpi
@@ -297,6 +304,42 @@ void* ResolveReal(const char* name) {
     abort();
   }
   return f;
+}
+
+MPI_Comm FortranComm(MPI_Fint comm) { return HT_PMPI(MPI_Comm_f2c)(comm); }
+MPI_Datatype FortranType(MPI_Fint type) { return HT_PMPI(MPI_Type_f2c)(type); }
+MPI_Op FortranOp(MPI_Fint op) { return HT_PMPI(MPI_Op_f2c)(op); }
+uint8_t FortranDtypeSlow(MPI_Fint type) { return Dtype(FortranType(type)); }
+uint8_t FortranRedopSlow(MPI_Fint op) { return Redop(FortranOp(op)); }
+
+uint16_t FortranCommIndexSlow(MPI_Fint comm) {
+  const uint32_t epoch = __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE);
+  const uint16_t index = CommIndex(FortranComm(comm));
+  if (index != fmt::kNoComm) t_last_fortran_comm = {comm, epoch, index};
+  return index;
+}
+
+void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status) {
+  if (!status || !(r.flags & (fmt::kRecAnyPeer | fmt::kRecAnyTag))) return;
+  // MPI_STATUS_IGNORE of mpif.h and `use mpi` is a common block, which the
+  // program's own copy may stand in for; MPI_F_STATUS_IGNORE (MPI-3) points
+  // at the one the library uses. `use mpi_f08`'s is its own.
+  static const MPI_Fint* const ignored[] = {
+      [] {
+        void* v = RealDlsym(RTLD_DEFAULT, "MPI_F_STATUS_IGNORE");
+        return v ? *static_cast<MPI_Fint* const*>(v) : nullptr;
+      }(),
+      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore_")),
+      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore")),
+      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore__")),
+      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "MPI_FORTRAN_STATUS_IGNORE")),
+      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_f08_status_ignore")),
+  };
+  for (const MPI_Fint* s : ignored) {
+    if (s && s == status) return;
+  }
+  MPI_Status c;
+  if (HT_PMPI(MPI_Status_f2c)(status, &c) == MPI_SUCCESS) ResolveReceive(r, &c);
 }
 
 uint16_t CommIndexSlow(MPI_Comm comm) {

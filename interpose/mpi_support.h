@@ -207,6 +207,46 @@ MPI_Status* StatusBuffer(MPI_Status* given, bool ignored, int count);
 // Writes the END of a request a traced call posted (nothing otherwise).
 void Retire(MPI_Request saved, const MPI_Status* status);
 
+// --- Fortran -------------------------------------------------------------------
+// A Fortran handle as the C handle the MPI's own *_f2c makes of it.
+MPI_Comm FortranComm(MPI_Fint comm);
+MPI_Datatype FortranType(MPI_Fint type);
+MPI_Op FortranOp(MPI_Fint op);
+// The record's fields from Fortran handles, without a call into the MPI
+// when the handle was seen before: the communicator this thread used last
+// (by its Fortran integer, for the epoch it was read in, as t_last_comm),
+// datatypes and reductions in caches of their own keyed by the integer
+// (an integer a freed derived type or user op leaves to another maps to
+// kOther either way: only predefined ones have names, and they live on).
+struct LastFortranComm {
+  MPI_Fint handle;
+  uint32_t epoch;
+  uint16_t index;  // kNoComm: nothing cached
+};
+extern constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec")));
+uint16_t FortranCommIndexSlow(MPI_Fint comm);
+__attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
+  const LastFortranComm& last = t_last_fortran_comm;
+  if (__builtin_expect(last.index != fmt::kNoComm && last.handle == comm &&
+                           last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+    return last.index;
+  }
+  return FortranCommIndexSlow(comm);
+}
+uint8_t FortranDtypeSlow(MPI_Fint type);
+uint8_t FortranRedopSlow(MPI_Fint op);
+extern EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
+__attribute__((always_inline)) inline uint8_t FortranDtype(MPI_Fint type) {
+  return g_fortran_dtype_cache.Get(type, FortranDtypeSlow);
+}
+__attribute__((always_inline)) inline uint8_t FortranRedop(MPI_Fint op) {
+  return g_fortran_redop_cache.Get(op, FortranRedopSlow);
+}
+// ResolveReceive from a Fortran status, unless it is MPI_STATUS_IGNORE
+// (whose storage holds no status, and which MPI_Status_f2c refuses through
+// the error handler, fatal by default).
+void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status);
+
 // --- life cycle ----------------------------------------------------------------
 // After MPI_Init/MPI_Init_thread: rank, world, self, signal handlers.
 void Initialized(int provided_level);

@@ -38,7 +38,7 @@ fi
 # It exports the wrapped families, its C API and the libc functions it
 # stands in for (interpose/exports.map), nothing of its C++ insides.
 others=$(nm -D --defined-only "$lib" | awk '{print $3}' |
-         grep -vE '^(MPI_|nccl|cuda|cu|__cuda|hip|hangtrace_)|^(dlsym|_exit|_Exit|sigaction|signal|bsd_signal)$' || true)
+         grep -vE '^(MPI_|mpi_|nccl|cuda|cu|__cuda|hip|hangtrace_)|^ompi_[a-z_]*_f$|^(dlsym|_exit|_Exit|sigaction|signal|bsd_signal)$' || true)
 if [ -n "$others" ]; then
   echo "$lib exports more than interpose/exports.map means to:"
   echo "$others"
