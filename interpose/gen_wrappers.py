@@ -369,13 +369,15 @@ def generate(calls, inc_name):
 # mpi_allreduce__, MPI_ALLREDUCE: mpif.h and `use mpi`) and under
 # ompi_allreduce_f, which `use mpi_f08`'s mpi_allreduce_f08 calls. Handles
 # are Fortran integers, made C handles with the MPI's own *_f2c.
-FORTRAN_KINDS = {"coll", "send", "recv", "init", "finalize"}
+FORTRAN_KINDS = {"coll", "icoll", "send", "isend", "recv", "irecv", "sendrecv", "probe", "wait", "test", "create",
+                 "free", "init", "finalize"}
 # What a role's Fortran argument (a pointer to MPI_Fint) puts into the
 # record (handles through caches keyed by the Fortran integer: *_f2c is a
 # call into the MPI each time).
 FORTRAN_ROLE = {"comm": "r.comm = FortranCommIndex(*{});", "dtype": "r.dtype = FortranDtype(*{});",
                 "redop": "r.redop = FortranRedop(*{});", "count": "r.count = uint64_t(int64_t(*{}));",
-                "root": "SetPeer(r, *{});", "peer": "SetPeer(r, *{});", "tag": "SetTag(r, *{});"}
+                "root": "SetPeer(r, *{});", "peer": "SetPeer(r, *{});", "tag": "SetTag(r, *{});",
+                "nreq": "r.count = uint64_t(int64_t(*{}));", "freecomm": "r.comm = FortranCommIndex(*{});"}
 
 
 def fortran_params(c):
@@ -394,26 +396,80 @@ def fortran_params(c):
 def fortran_body(c):
     r = c.roles
     lines = []
-    for role, _ in ROLE_CODE:
-        if role in r and role in FORTRAN_ROLE:
-            lines.append(FORTRAN_ROLE[role].format(r[role]))
+    if c.kind != "test":  # polled: no record of the call itself (as in C)
+        for role, _ in ROLE_CODE:
+            if role in r and role in FORTRAN_ROLE:
+                lines.append(FORTRAN_ROLE[role].format(r[role]))
     call = "real(" + ", ".join(fortran_params(c)[0] + ["ierr"]) + ");"
-    if c.kind == "coll":
+    ok = "*ierr == MPI_SUCCESS"
+    k = c.kind
+    if k in ("coll", "icoll", "create", "free"):
+        if k == "free":
+            lines.append(f"const MPI_Comm freed = FortranComm(*{r['freecomm']});")
         lines.append("r.seq = NextCollSeq(r.comm);")
-    elif c.kind == "send":
+    elif k in ("send", "isend", "sendrecv"):
         lines.append("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);")
-    elif c.kind == "recv":
+    elif k in ("recv", "irecv"):
         lines.append("SequenceReceive(r);")
-    if c.kind == "init":
+    if k in ("icoll", "isend", "irecv"):
+        return "\n".join(lines + [call, f"if ({ok}) Posted(r, FortranRequest(*{r['request']}));"])
+    if k == "sendrecv":
+        lines += ["fmt::Record recv = r;", "recv.seq = 0;", "recv.flags = 0;",
+                  f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", "SequenceReceive(recv);",
+                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "bool rec = CallBegin(r);", call,
+                  f"if ({ok}) {{", f"  ResolveFortranReceive(recv, {r['status']});",
+                  "  r.aux = uint32_t(recv.seq);", "  SendrecvSource(r, recv);", "}", "CallEnd(r, *ierr, rec);"]
+        return "\n".join(lines)
+    if k in ("wait", "test"):
+        return "\n".join(lines + fortran_completion(c, call, ok))
+    if k == "init":
         lines += ["LibraryInitializing(true);", "bool rec = CallBegin(r);", call, "LibraryInitializing(false);",
-                  "if (*ierr == MPI_SUCCESS) Initialized(" +
+                  f"if ({ok}) Initialized(" +
                   (f"*{r['provided']}" if "provided" in r else "MPI_THREAD_SINGLE") + ");"]
     else:
         lines += ["bool rec = CallBegin(r);", call]
-    if c.kind == "recv":
-        lines.append(f"if (*ierr == MPI_SUCCESS) ResolveFortranReceive(r, {r['status']});")
+    if k == "recv":
+        lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
+    if k == "create":
+        color = f"*{r['color']}" if "color" in r else "-1"
+        key = f"*{r['key']}" if "key" in r else "-1"
+        lines.append(f"if ({ok}) CommCreated(r.call, FortranComm(*{r['comm']}), FortranComm(*{r['newcomm']}), "
+                     f"{color}, {key}, true, false);")
+    if k == "free":
+        lines.append(f"if ({ok}) CommFreeing(freed);")
     lines.append("CallEnd(r, *ierr, rec);")
     return "\n".join(lines)
+
+
+def fortran_completion(c, call, ok):
+    """Wait*/Test* from Fortran: the requests as C requests before the call
+    overwrites them; each retired one ENDed with its status, if given. A
+    Fortran index is 1-based."""
+    r = c.roles
+    n = "1" if "request" in r else f"*{r['nreq']}"
+    reqs = r.get("request", r.get("requests"))
+    lines = [f"MPI_Request* saved = SaveFortranRequests({n}, {reqs});", "MPI_Status c_status;"]
+    sts = r.get("status", r.get("statuses"))
+    cond = ok + (f" && *{r['flag']}" if "flag" in r else "")
+    if "index" in r:
+        retire = (f"if ({cond} && *{r['index']} != MPI_UNDEFINED) "
+                  f"Retire(saved[*{r['index']} - 1], FortranStatus({sts}, 0, &c_status));")
+    elif "outcount" in r:
+        retire = (f"if ({cond} && *{r['outcount']} != MPI_UNDEFINED) {{\n"
+                  f"  for (int k = 0; k < *{r['outcount']}; ++k) "
+                  f"Retire(saved[{r['indices']}[k] - 1], FortranStatus({sts}, k, &c_status));\n}}")
+    elif "request" in r:
+        retire = f"if ({cond}) Retire(saved[0], FortranStatus({sts}, 0, &c_status));"
+    else:
+        retire = (f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) "
+                  f"Retire(saved[k], FortranStatus({sts}, k, &c_status));\n}}")
+    if c.kind == "wait":
+        return lines + [f"if ({n} > 0) r.handle = RequestKey(saved[0]);", "bool rec = CallBegin(r);", call, retire,
+                        "CallEnd(r, *ierr, rec);"]
+    waiting = f"{ok} && *{r['outcount']} == 0" if "outcount" in r else f"{ok} && !*{r['flag']}"
+    return lines + [call, retire,
+                    f"if ({waiting} && {n} > 0) {{\n  r.handle = RequestKey(saved[0]);\n  NotePolling(r);\n"
+                    f"}} else {{\n  EndPolling();\n}}"]
 
 
 def generate_fortran(calls):

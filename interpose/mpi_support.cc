@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,7 @@ decltype(&PMPI_Comm_f2c) g_MPI_Comm_f2c;
 decltype(&PMPI_Type_f2c) g_MPI_Type_f2c;
 decltype(&PMPI_Op_f2c) g_MPI_Op_f2c;
 decltype(&PMPI_Status_f2c) g_MPI_Status_f2c;
+decltype(&PMPI_Request_f2c) g_MPI_Request_f2c;
 decltype(&PMPI_Finalized) g_MPI_Finalized;
 
 // Open MPI's predefined handles are addresses of data symbols in libmpi
@@ -319,27 +321,57 @@ uint16_t FortranCommIndexSlow(MPI_Fint comm) {
   return index;
 }
 
+MPI_Request FortranRequest(MPI_Fint request) { return HT_PMPI(MPI_Request_f2c)(request); }
+
+namespace {
+// Where a Fortran program's MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE point:
+// MPI_F_STATUS(ES)_IGNORE (MPI-3) hold the library's; mpif.h's common blocks
+// may have a copy in the program under any compiler's name; `use mpi_f08`
+// has its own.
+bool FortranStatusIgnored(const MPI_Fint* s) {
+  static const std::vector<const MPI_Fint*> sentinels = [] {
+    std::vector<const MPI_Fint*> v;
+    for (const char* var : {"MPI_F_STATUS_IGNORE", "MPI_F_STATUSES_IGNORE"}) {
+      if (void* p = RealDlsym(RTLD_DEFAULT, var)) v.push_back(*static_cast<MPI_Fint* const*>(p));
+    }
+    for (const char* common : {"mpi_fortran_status_ignore", "mpi_fortran_statuses_ignore"}) {
+      const std::string base = common;
+      for (const std::string& name : {base + "_", base, base + "__"}) {
+        if (void* p = RealDlsym(RTLD_DEFAULT, name.c_str())) v.push_back(static_cast<const MPI_Fint*>(p));
+      }
+      std::string upper = base;
+      for (char& ch : upper) ch = char(toupper(ch));
+      if (void* p = RealDlsym(RTLD_DEFAULT, upper.c_str())) v.push_back(static_cast<const MPI_Fint*>(p));
+    }
+    for (const char* f08 : {"mpi_f08_status_ignore", "mpi_f08_statuses_ignore"}) {
+      if (void* p = RealDlsym(RTLD_DEFAULT, f08)) v.push_back(static_cast<const MPI_Fint*>(p));
+    }
+    return v;
+  }();
+  return std::find(sentinels.begin(), sentinels.end(), s) != sentinels.end();
+}
+
+thread_local std::vector<MPI_Request>* t_fortran_saved = nullptr;
+}  // namespace
+
+const MPI_Status* FortranStatus(const MPI_Fint* statuses, int k, MPI_Status* out) {
+  if (!statuses || FortranStatusIgnored(statuses)) return nullptr;
+  const MPI_Fint* s = statuses + size_t(k) * (sizeof(MPI_Status) / sizeof(MPI_Fint));
+  return HT_PMPI(MPI_Status_f2c)(s, out) == MPI_SUCCESS ? out : nullptr;
+}
+
 void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status) {
-  if (!status || !(r.flags & (fmt::kRecAnyPeer | fmt::kRecAnyTag))) return;
-  // MPI_STATUS_IGNORE of mpif.h and `use mpi` is a common block, which the
-  // program's own copy may stand in for; MPI_F_STATUS_IGNORE (MPI-3) points
-  // at the one the library uses. `use mpi_f08`'s is its own.
-  static const MPI_Fint* const ignored[] = {
-      [] {
-        void* v = RealDlsym(RTLD_DEFAULT, "MPI_F_STATUS_IGNORE");
-        return v ? *static_cast<MPI_Fint* const*>(v) : nullptr;
-      }(),
-      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore_")),
-      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore")),
-      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_fortran_status_ignore__")),
-      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "MPI_FORTRAN_STATUS_IGNORE")),
-      static_cast<const MPI_Fint*>(RealDlsym(RTLD_DEFAULT, "mpi_f08_status_ignore")),
-  };
-  for (const MPI_Fint* s : ignored) {
-    if (s && s == status) return;
-  }
+  if (!(r.flags & (fmt::kRecAnyPeer | fmt::kRecAnyTag))) return;
   MPI_Status c;
-  if (HT_PMPI(MPI_Status_f2c)(status, &c) == MPI_SUCCESS) ResolveReceive(r, &c);
+  if (const MPI_Status* st = FortranStatus(status, 0, &c)) ResolveReceive(r, st);
+}
+
+MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests) {
+  if (!t_fortran_saved) t_fortran_saved = new std::vector<MPI_Request>();
+  const size_t n = size_t(std::max(count, 0));
+  if (t_fortran_saved->size() < n) t_fortran_saved->resize(n);
+  for (size_t k = 0; k < n; ++k) (*t_fortran_saved)[k] = FortranRequest(requests[k]);
+  return t_fortran_saved->data();
 }
 
 uint16_t CommIndexSlow(MPI_Comm comm) {

@@ -242,10 +242,17 @@ __attribute__((always_inline)) inline uint8_t FortranDtype(MPI_Fint type) {
 __attribute__((always_inline)) inline uint8_t FortranRedop(MPI_Fint op) {
   return g_fortran_redop_cache.Get(op, FortranRedopSlow);
 }
-// ResolveReceive from a Fortran status, unless it is MPI_STATUS_IGNORE
-// (whose storage holds no status, and which MPI_Status_f2c refuses through
-// the error handler, fatal by default).
+MPI_Request FortranRequest(MPI_Fint request);
+// Status k of a Fortran status array (k = 0: a single status) as a C status
+// in `out`; null when the array is MPI_STATUS(ES)_IGNORE (whose storage
+// holds no status, and which MPI_Status_f2c refuses through the error
+// handler, fatal by default).
+const MPI_Status* FortranStatus(const MPI_Fint* statuses, int k, MPI_Status* out);
+// ResolveReceive from a Fortran status, unless it is ignored.
 void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status);
+// Fortran requests as C requests, saved before a completion call overwrites
+// them (a buffer of the thread's, as SaveRequests).
+MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests);
 
 // --- life cycle ----------------------------------------------------------------
 // After MPI_Init/MPI_Init_thread: rank, world, self, signal handlers.

@@ -708,9 +708,26 @@ std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang
   }
   const bool ended = d.ended;
   if (job.records == 0) {
+    // Silent because the storage refused them room (or the dump lacks
+    // them): that, not unwrapped calls, is what to say.
+    RankSet blind;
+    std::string why;
+    bool one_reason = true;
+    for (const RankView& v : job.ranks) {
+      if (v.blind.empty()) continue;
+      blind.Add(v.rank);
+      if (why.empty()) why = v.blind;
+      one_reason &= v.blind == why;
+    }
+    if (!blind.Empty()) {
+      return blind.Named() + (blind.Count() == 1 ? " is " : " are ") + why +
+             (one_reason ? "" : " (the first of them; the others for other reasons)") +
+             ", and no rank recorded a call: where " +
+             (blind.Count() == 1 ? "it is" : "they are") + " is unknown (`hangtrace dump` reads the stacks)";
+    }
     return std::to_string(present) + (present == 1 ? " rank is" : " ranks are") +
            " traced but none recorded a call: the job's communication calls are not ones hangtrace wraps here "
-           "(torch.distributed on gloo, Fortran MPI, an MPI other than the one it was built for)" +
+           "(torch.distributed on gloo, an MPI other than the one it was built for)" +
            (ended ? std::string(", and the job has ended: nothing says where its ranks were")
                   : std::string(", and their stacks were not captured: run `hangtrace dump` on the live job"));
   }

