@@ -78,10 +78,25 @@ void FinishedBlame(BlameContext& ctx, int comp) {
         continue;
       }
       const std::string waiter = "rank " + std::to_string(w.rank);
-      const std::string call = DescribeCall(ctx.job, w.current);
-      why = w.current.op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
-                                                 " sends it: " + call
-            : w.current.op == fmt::Op::kRecv || w.current.op == fmt::Op::kProbe
+      // What it owes: the waiter's call, or the request of its wait that is
+      // this rank's to match.
+      const CallPoint* owed = &w.current;
+      std::string in_wait;
+      if (w.current.op == fmt::Op::kWait) {
+        for (const CallPoint& p : w.pending) {
+          if (IsCollective(p) ? ctx.job.ranks[size_t(r)].Entered(p.comm) < p.seq
+                              : ctx.job.CommByRank(p.comm, p.peer) == r) {
+            owed = &p;
+            in_wait = " (in " + DescribeCall(ctx.job, w.current) + ")";
+            break;
+          }
+        }
+      }
+      const std::string call = DescribeCall(ctx.job, *owed) + in_wait;
+      why = IsCollective(*owed) ? "finished (in MPI_Finalize) without entering what " + waiter + " waits in: " + call
+            : owed->op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
+                                               " sends it: " + call
+            : owed->op == fmt::Op::kRecv || owed->op == fmt::Op::kProbe
                 ? "finished (in MPI_Finalize) without sending what " + waiter + " waits for: " + call
                 : "finished (in MPI_Finalize) while " + waiter + " waits for it in " + call;
       break;

@@ -218,6 +218,37 @@ std::array<int32_t, 2> WaitedPeers(const Job& job, const CallPoint& c) {
   return {job.CommByRank(c.comm, c.peer), c.recv_peer >= 0 ? job.CommByRank(c.comm, c.recv_peer) : -1};
 }
 
+namespace {
+// Whether `rank` is a member of `comm` that has not entered its collective
+// `seq` yet.
+bool NotEntered(const Job& job, int32_t comm, uint64_t seq, int32_t rank) {
+  if (comm < 0 || !seq) return false;
+  const RankView& v = job.ranks[size_t(rank)];
+  if (v.state != RankState::kMissing && v.Entered(comm) >= seq) return false;
+  const GlobalComm& c = job.comms[size_t(comm)];
+  return c.world || std::find(c.members.begin(), c.members.end(), rank) != c.members.end();
+}
+
+// Whether the call `o` is in waits for `rank`: a point-to-point peer, a
+// collective `rank` has not entered, or either as one of the requests its
+// wait or test waits on.
+bool WaitsOn(const Job& job, const RankView& o, int32_t rank) {
+  const CallPoint& c = o.current;
+  if (c.from_stacks) return c.lock_holder == rank;
+  if (IsCollective(c) && c.seq) return NotEntered(job, c.comm, c.seq, rank);
+  if (IsP2p(c) || c.op == fmt::Op::kProbe) {
+    const auto peers = WaitedPeers(job, c);
+    return peers[0] == rank || peers[1] == rank;
+  }
+  if (c.op == fmt::Op::kWait) {
+    for (const CallPoint& p : o.pending) {
+      if (IsCollective(p) ? NotEntered(job, p.comm, p.seq, rank) : job.CommByRank(p.comm, p.peer) == rank) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 RankSet WaitsFor(const Job& job, const RankView& v) {
   RankSet out;
   if (v.state != RankState::kInCall) return out;
@@ -230,15 +261,13 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
   }
   if (c.call_flags & fmt::kCallFinalize) {
     // Collective over every rank still running: waits for those not in it.
-    // Not for the ranks that wait for it (a receive from it, a send to it):
-    // a finished rank waits for nobody who waits for it.
+    // Not for the ranks that wait for it (a receive from it, a send to it,
+    // a collective it never entered, a request of theirs it never
+    // matched): a finished rank waits for nobody who waits for it.
     for (const RankView& o : job.ranks) {
       if (o.rank == v.rank || o.state == RankState::kExited) continue;
       if (o.state == RankState::kInCall && (o.current.call_flags & fmt::kCallFinalize)) continue;
-      if (o.state == RankState::kInCall) {
-        const auto peers = WaitedPeers(job, o.current);
-        if (peers[0] == v.rank || peers[1] == v.rank) continue;
-      }
+      if (o.state == RankState::kInCall && WaitsOn(job, o, v.rank)) continue;
       out.Add(o.rank);
     }
     return out;
