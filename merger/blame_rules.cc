@@ -407,28 +407,48 @@ int32_t CommRankOf(const Job& job, int32_t comm, int32_t w) {
   return -1;
 }
 
+// The receive `v` waits for from a named source: its blocking receive, or
+// the first such receive among the requests its wait or test waits on.
+// Null when it waits for none.
+const CallPoint* WaitedReceive(const RankView& v) {
+  if (v.state != RankState::kInCall) return nullptr;
+  if (v.current.op == fmt::Op::kRecv) return v.current.peer >= 0 ? &v.current : nullptr;
+  if (v.current.op != fmt::Op::kWait) return nullptr;
+  for (const CallPoint& p : v.pending) {
+    if (p.op == fmt::Op::kRecv && p.peer >= 0) return &p;
+  }
+  return nullptr;
+}
+
+// The receive as the report names it: with the wait it is waited for in.
+std::string DescribeReceive(const Job& job, const RankView& v, const CallPoint& c) {
+  return DescribeCall(job, c) + (&c == &v.current ? std::string() : " (in " + DescribeCall(job, v.current) + ")");
+}
+
 // "rank 0 sent tag 0 to rank 1 (still unreceived); rank 1 waits for tag 1
 // from rank 0: tag mismatch" when `v` waits in a receive and a message sent
 // to it on that communicator is still unreceived: from the same source on
 // another tag (a tag mismatch), or from another source (a source mismatch).
 // "" otherwise. `*sender` is that message's sender.
 std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) {
-  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
-  const int32_t comm = v.current.comm;
-  const int32_t from = job.CommByRank(comm, v.current.peer);
+  const CallPoint* rc = WaitedReceive(v);
+  if (!rc) return "";
+  const CallPoint& recv = *rc;
+  const int32_t comm = recv.comm;
+  const int32_t from = job.CommByRank(comm, recv.peer);
   const int32_t me = CommRankOf(job, comm, v.rank);
   if (from < 0 || me < 0) return "";
   auto unreceived = [&](const RankView& q, bool same_source) -> std::string {
     const int32_t q_in_comm = CommRankOf(job, comm, q.rank);
     for (const P2pTraffic& t : q.p2p) {
-      if (t.comm != comm || t.peer != me || !t.sent || (same_source && t.tag == v.current.tag)) continue;
+      if (t.comm != comm || t.peer != me || !t.sent || (same_source && t.tag == recv.tag)) continue;
       const P2pTraffic* got = v.Traffic(comm, q_in_comm, t.tag);
       if (got && got->received >= t.sent) continue;
       const int32_t tag = t.tag;
       *sender = q.rank;
       return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(tag) + " to rank " +
              std::to_string(v.rank) + " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " +
-             std::to_string(v.current.tag) + " from rank " + std::to_string(from) +
+             std::to_string(recv.tag) + " from rank " + std::to_string(from) +
              (same_source ? ": tag mismatch" : ": source mismatch");
     }
     return "";
@@ -446,34 +466,38 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) 
 // that sent fewer messages than it expects, and wildcard receives took some
 // of them: a message race. "" otherwise.
 std::string WildcardRace(const Job& job, const RankView& v) {
-  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
-  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
+  const CallPoint* rc = WaitedReceive(v);
+  if (!rc) return "";
+  const CallPoint& recv = *rc;
+  const int32_t from = job.CommByRank(recv.comm, recv.peer);
   if (from < 0) return "";
-  const P2pTraffic* in = v.Traffic(v.current.comm, v.current.peer, v.current.tag);
+  const P2pTraffic* in = v.Traffic(recv.comm, recv.peer, recv.tag);
   if (!in || in->wildcard_taken == 0) return "";
   const RankView& p = job.ranks[size_t(from)];
-  const P2pTraffic* out = p.Traffic(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
+  const P2pTraffic* out = p.Traffic(recv.comm, CommRankOf(job, recv.comm, v.rank), recv.tag);
   const uint64_t n = out ? out->sent : 0;
-  if (n >= v.current.seq) return "";
+  if (n >= recv.seq) return "";
   return "; its MPI_ANY_SOURCE receives took " + std::to_string(in->wildcard_taken) + " message(s) of rank " +
-         std::to_string(from) + ", which sent " + std::to_string(n) + " on tag " + std::to_string(v.current.tag) +
-         ": this receive waits for #" + std::to_string(v.current.seq) + ", which never comes (a message race)";
+         std::to_string(from) + ", which sent " + std::to_string(n) + " on tag " + std::to_string(recv.tag) +
+         ": this receive waits for #" + std::to_string(recv.seq) + ", which never comes (a message race)";
 }
 
 // "made a persistent send to rank 1 (MPI_Send_init, tag 0) and never started
 // it" when `v` waits in a receive from a peer that made such a send and
 // started fewer than `v` waits for. "" otherwise; `*sender` the peer.
 std::string NeverStarted(const Job& job, const RankView& v, int32_t* sender) {
-  if (v.state != RankState::kInCall || v.current.op != fmt::Op::kRecv || v.current.peer < 0) return "";
-  const int32_t from = job.CommByRank(v.current.comm, v.current.peer);
+  const CallPoint* rc = WaitedReceive(v);
+  if (!rc) return "";
+  const CallPoint& recv = *rc;
+  const int32_t from = job.CommByRank(recv.comm, recv.peer);
   if (from < 0) return "";
   const RankView& p = job.ranks[size_t(from)];
-  const P2pTraffic* t = p.Traffic(v.current.comm, CommRankOf(job, v.current.comm, v.rank), v.current.tag);
-  if (!t || !t->persistent_sends || t->sent >= v.current.seq) return "";
+  const P2pTraffic* t = p.Traffic(recv.comm, CommRankOf(job, recv.comm, v.rank), recv.tag);
+  if (!t || !t->persistent_sends || t->sent >= recv.seq) return "";
   *sender = from;
-  return "made a persistent send to rank " + std::to_string(v.rank) + " (tag " + std::to_string(v.current.tag) +
+  return "made a persistent send to rank " + std::to_string(v.rank) + " (tag " + std::to_string(recv.tag) +
          ") and never started it (MPI_Start); rank " + std::to_string(v.rank) + " waits for it in " +
-         DescribeCall(job, v.current);
+         DescribeReceive(job, v, recv);
 }
 
 bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
@@ -484,6 +508,12 @@ bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
     if (!InCall(k)) return false;
     coll |= IsCollective(k.call);
     p2p |= IsP2p(k.call) || k.call.op == fmt::Op::kProbe;
+    // A wait on point-to-point requests waits as a receive or send does.
+    if (k.call.op == fmt::Op::kWait) {
+      for (int32_t r : k.ranks.Ranks()) {
+        for (const CallPoint& p : ctx.job.ranks[size_t(r)].pending) p2p |= IsP2p(p);
+      }
+    }
   }
   return coll && p2p;
 }

@@ -935,7 +935,11 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
     std::vector<std::pair<std::string, RankSet>> reasons;
     std::unordered_map<std::string, size_t> reason_index;
     for (const Culprit& k : d.culprits) {
-      std::string first = k.why.substr(0, k.why.find("; "));
+      // A reason that names its own subject ("rank 0 sent tag 0 to rank 1
+      // (still unreceived); rank 1 waits for tag 1 from rank 0: tag
+      // mismatch") is said whole, for the ranks it names.
+      const bool own_subject = k.why.rfind("rank ", 0) == 0;
+      std::string first = own_subject ? k.why : k.why.substr(0, k.why.find("; "));
       auto [at, fresh] = reason_index.try_emplace(first, reasons.size());
       if (fresh) reasons.push_back({std::move(first), RankSet()});
       reasons[at->second].second.Add(k.rank);
@@ -943,6 +947,7 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
     // "rank 2 is stopped", "ranks 2,5 are stopped": a reason is written
     // for one rank.
     auto said = [](const RankSet& ranks, const std::string& clause) {
+      if (clause.rfind("rank ", 0) == 0) return clause;
       if (ranks.Count() == 1) return ranks.Named() + " " + clause;
       for (const auto& [one, many] : {std::pair{"is ", "are "}, {"has ", "have "}}) {
         if (clause.rfind(one, 0) == 0) return "ranks " + ranks.Brief() + " " + many + clause.substr(strlen(one));
