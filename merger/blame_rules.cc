@@ -59,6 +59,8 @@ void DiedFirstBlame(BlameContext& ctx, int) {
 // received) what its peer waits for: it is the culprit, and the waiter is
 // not (it is in no cycle with a rank that has finished).
 
+std::string WildcardRace(const Job& job, const RankView& v);  // below, with the point-to-point rules
+
 bool FinishedApplies(const BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);
   if (ctx.comps.cyclic[size_t(comp)] || !InCall(k) || !(k.call.call_flags & fmt::kCallFinalize)) return false;
@@ -97,7 +99,8 @@ void FinishedBlame(BlameContext& ctx, int comp) {
             : owed->op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
                                                " sends it: " + call
             : owed->op == fmt::Op::kRecv || owed->op == fmt::Op::kProbe
-                ? "finished (in MPI_Finalize) without sending what " + waiter + " waits for: " + call
+                ? "finished (in MPI_Finalize) without sending what " + waiter + " waits for: " + call +
+                      WildcardRace(ctx.job, w)
                 : "finished (in MPI_Finalize) while " + waiter + " waits for it in " + call;
       break;
     }

@@ -247,6 +247,30 @@ bool WaitsOn(const Job& job, const RankView& o, int32_t rank) {
   }
   return false;
 }
+
+bool InFinalize(const Job& job, int32_t rank) {
+  if (rank < 0 || rank >= job.world_size) return false;
+  const RankView& v = job.ranks[size_t(rank)];
+  return v.state == RankState::kInCall && (v.current.call_flags & fmt::kCallFinalize);
+}
+
+// Whether `o` waits in point-to-point (a call, or a request of its wait)
+// for a rank that has finished: it will never reach MPI_Finalize because
+// of that rank, so no finished rank waits for it.
+bool WaitsForAFinishedPeer(const Job& job, const RankView& o) {
+  const CallPoint& c = o.current;
+  if (c.from_stacks) return false;
+  if (IsP2p(c) || c.op == fmt::Op::kProbe) {
+    const auto peers = WaitedPeers(job, c);
+    return InFinalize(job, peers[0]) || InFinalize(job, peers[1]);
+  }
+  if (c.op == fmt::Op::kWait) {
+    for (const CallPoint& p : o.pending) {
+      if (!IsCollective(p) && InFinalize(job, job.CommByRank(p.comm, p.peer))) return true;
+    }
+  }
+  return false;
+}
 }  // namespace
 
 RankSet WaitsFor(const Job& job, const RankView& v) {
@@ -263,11 +287,14 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
     // Collective over every rank still running: waits for those not in it.
     // Not for the ranks that wait for it (a receive from it, a send to it,
     // a collective it never entered, a request of theirs it never
-    // matched): a finished rank waits for nobody who waits for it.
+    // matched): a finished rank waits for nobody who waits for it. Nor for
+    // those that wait in point-to-point for another finished rank: the
+    // finished ranks are one class, and its waits must not close a cycle
+    // through a rank that one of them holds up.
     for (const RankView& o : job.ranks) {
       if (o.rank == v.rank || o.state == RankState::kExited) continue;
       if (o.state == RankState::kInCall && (o.current.call_flags & fmt::kCallFinalize)) continue;
-      if (o.state == RankState::kInCall && WaitsOn(job, o, v.rank)) continue;
+      if (o.state == RankState::kInCall && (WaitsOn(job, o, v.rank) || WaitsForAFinishedPeer(job, o))) continue;
       out.Add(o.rank);
     }
     return out;
