@@ -266,6 +266,24 @@ SignalsRun RunSignals(const std::string& mode, bool traced, const TempDir& dir) 
   return r;
 }
 
+// many-comms sends one message from rank 0 to rank 1 on each communicator:
+// each must be its stream's first (sequence number 1) on both sides, and
+// more than `at_least` of them are in the lanes.
+void ExpectEveryMessageFirstOfItsStream(const TempDir& dir, size_t at_least) {
+  auto ranks = ReadRanks(dir);
+  for (int rank : {0, 1}) {
+    const char* call = rank == 0 ? "MPI_Send" : "MPI_Recv";
+    size_t seen = 0;
+    for (const Event& e : ranks.at(rank).events) {
+      if (ranks.at(rank).CallName(e.rec.call) != call || e.rec.kind != uint8_t(fmt::EventKind::kBegin)) continue;
+      ++seen;
+      EXPECT_EQ(e.rec.seq, 1u) << call << " #" << seen << " on rank " << rank;
+      if (e.rec.seq != 1u) break;
+    }
+    EXPECT_GT(seen, at_least) << call;
+  }
+}
+
 // A program that creates and frees more communicators than a trace file's
 // table holds (4,096), then hangs on a new one: freed slots are taken
 // again, and the hang is seen on the communicator it is on. Before, past
@@ -287,18 +305,7 @@ TEST(Mpi, ACommunicatorMadeAfterThousandsWereFreedIsStillSeen) {
   for (const std::string& w : loaded.warnings) EXPECT_EQ(w.find("not recorded"), std::string::npos) << w;
   // Every communicator's one message is its stream's first, on both sides,
   // though slots (and the threads' cached streams) were taken again.
-  auto ranks = ReadRanks(dir);
-  for (int rank : {0, 1}) {
-    const char* call = rank == 0 ? "MPI_Send" : "MPI_Recv";
-    size_t seen = 0;
-    for (const Event& e : ranks.at(rank).events) {
-      if (ranks.at(rank).CallName(e.rec.call) != call || e.rec.kind != uint8_t(fmt::EventKind::kBegin)) continue;
-      ++seen;
-      EXPECT_EQ(e.rec.seq, 1u) << call << " #" << seen << " on rank " << rank;
-      if (e.rec.seq != 1u) break;
-    }
-    EXPECT_GT(seen, 1000u) << call;
-  }
+  ExpectEveryMessageFirstOfItsStream(dir, 1000);
 }
 
 // All but one slot kept: every later communicator takes that one slot
@@ -311,18 +318,7 @@ TEST(Mpi, MessagesOnASlotTakenAgainCountFromOne) {
                        testing::kMpiAsRoot);
   ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
   usleep(1000 * 1000);
-  auto ranks = ReadRanks(dir);
-  for (int rank : {0, 1}) {
-    const char* call = rank == 0 ? "MPI_Send" : "MPI_Recv";
-    size_t seen = 0;
-    for (const Event& e : ranks.at(rank).events) {
-      if (ranks.at(rank).CallName(e.rec.call) != call || e.rec.kind != uint8_t(fmt::EventKind::kBegin)) continue;
-      ++seen;
-      EXPECT_EQ(e.rec.seq, 1u) << call << " #" << seen << " on rank " << rank;
-      if (e.rec.seq != 1u) break;
-    }
-    EXPECT_GT(seen, 4000u) << call;
-  }
+  ExpectEveryMessageFirstOfItsStream(dir, 4000);
   Job loaded = LoadJob({dir.path()});
   Diagnosis d = Diagnose(loaded);
   EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
