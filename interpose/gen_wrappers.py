@@ -253,54 +253,58 @@ def body(c):
     raise ValueError(k)
 
 
-def completion_body(c):
-    """Wait*/Test*: save the requests (the call overwrites retired ones), let
-    the call run, then end every request it retired."""
+def completion_lines(c, save, status_of, one_based, ok, call, end):
+    """Wait*/Test*, in C or Fortran: `save` saves the requests (the call
+    overwrites retired ones) as C requests in `saved`, the call runs, then
+    every request it retired is ENDed with `status_of(k)`, its status. An
+    index is `one_based` in Fortran. `ok` tests the call's result; `end`
+    ends a wait's record."""
     r = c.roles
-    lines = []
-    if "request" in r:  # MPI_Wait, MPI_Test
-        lines.append(f"MPI_Request* saved = SaveRequests(1, {r['request']});")
-        n = "1"
-    else:
-        lines.append(f"MPI_Request* saved = SaveRequests({r['nreq']}, {r['requests']});")
-        n = r["nreq"]
-    if "statuses" in r:
-        lines.append(f"MPI_Status* sts = StatusBuffer({r['statuses']}, "
-                     f"{r['statuses']} == MPI_STATUSES_IGNORE, {n});")
-        sub = {"statuses": "sts"}
-    else:
-        lines.append(f"MPI_Status* sts = StatusBuffer({r['status']}, {r['status']} == MPI_STATUS_IGNORE, 1);")
-        sub = {"status": "sts"}
+    n = "1" if "request" in r else (r["nreq"] if not one_based else f"*{r['nreq']}")
+    lines = list(save)
     if c.kind == "wait":
         lines.append(f"if ({n} > 0) r.handle = RequestKey(saved[0]);")
-    cond = "ret == MPI_SUCCESS" + (f" && *{r['flag']}" if "flag" in r else "")
+    cond = ok + (f" && *{r['flag']}" if "flag" in r else "")
+    base = " - 1" if one_based else ""
     if "index" in r:
-        retire = (f"if ({cond} && *{r['index']} != MPI_UNDEFINED) Retire(saved[*{r['index']}], sts);")
+        retire = (f"if ({cond} && *{r['index']} != MPI_UNDEFINED) "
+                  f"Retire(saved[*{r['index']}{base}], {status_of('0')});")
     elif "outcount" in r:
         retire = (f"if ({cond} && *{r['outcount']} != MPI_UNDEFINED) {{\n"
-                  f"  for (int k = 0; k < *{r['outcount']}; ++k) Retire(saved[{r['indices']}[k]], &sts[k]);\n}}")
+                  f"  for (int k = 0; k < *{r['outcount']}; ++k) "
+                  f"Retire(saved[{r['indices']}[k]{base}], {status_of('k')});\n}}")
     elif "request" in r:
-        retire = f"if ({cond}) Retire(saved[0], sts);"
+        retire = f"if ({cond}) Retire(saved[0], {status_of('0')});"
     else:
-        retire = f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) Retire(saved[k], &sts[k]);\n}}"
+        retire = f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) Retire(saved[k], {status_of('k')});\n}}"
     if c.kind == "wait":
-        lines.append("bool rec = CallBegin(r);")
-        lines.append(f"int ret = real({c.args(sub)});")
-        lines.append(retire)
-        lines.append("CallEnd(r, ret, rec);")
-    else:  # polled: only the retired requests are recorded; a poll that
-        # retires nothing marks the thread as waiting by polling (NotePolling)
-        # Nothing retired of requests still active: waiting, by polling.
-        if "outcount" in r:
-            waiting = f"ret == MPI_SUCCESS && *{r['outcount']} == 0"
-        else:
-            waiting = f"ret == MPI_SUCCESS && !*{r['flag']}"
-        lines.append(f"int ret = real({c.args(sub)});")
-        lines.append(retire)
-        lines.append(f"if ({waiting} && {n} > 0) {{\n  r.handle = RequestKey(saved[0]);\n  NotePolling(r);\n"
-                     f"}} else {{\n  EndPolling();\n}}")
-    lines.append("return ret;")
-    return "\n".join(lines)
+        return lines + ["bool rec = CallBegin(r);", call, retire, end]
+    # Polled: only the retired requests are recorded; a poll that retires
+    # nothing marks the thread as waiting by polling (NotePolling).
+    waiting = f"{ok} && *{r['outcount']} == 0" if "outcount" in r else f"{ok} && !*{r['flag']}"
+    return lines + [call, retire,
+                    f"if ({waiting} && {n} > 0) {{\n  r.handle = RequestKey(saved[0]);\n  NotePolling(r);\n"
+                    f"}} else {{\n  EndPolling();\n}}"]
+
+
+def completion_body(c):
+    """Wait*/Test* in C: the statuses in the program's buffer, or in one of
+    the thread's when it passed MPI_STATUS(ES)_IGNORE."""
+    r = c.roles
+    n = "1" if "request" in r else r["nreq"]
+    save = [f"MPI_Request* saved = SaveRequests(1, {r['request']});" if "request" in r else
+            f"MPI_Request* saved = SaveRequests({r['nreq']}, {r['requests']});"]
+    if "statuses" in r:
+        save.append(f"MPI_Status* sts = StatusBuffer({r['statuses']}, {r['statuses']} == MPI_STATUSES_IGNORE, {n});")
+        sub = {"statuses": "sts"}
+        status_of = lambda k: f"&sts[{k}]"
+    else:
+        save.append(f"MPI_Status* sts = StatusBuffer({r['status']}, {r['status']} == MPI_STATUS_IGNORE, 1);")
+        sub = {"status": "sts"}
+        status_of = lambda k: "sts"
+    lines = completion_lines(c, save, status_of, False, "ret == MPI_SUCCESS", f"int ret = real({c.args(sub)});",
+                             "CallEnd(r, ret, rec);")
+    return "\n".join(lines + ["return ret;"])
 
 
 def indent(text, n=2):
@@ -442,34 +446,15 @@ def fortran_body(c):
 
 
 def fortran_completion(c, call, ok):
-    """Wait*/Test* from Fortran: the requests as C requests before the call
-    overwrites them; each retired one ENDed with its status, if given. A
-    Fortran index is 1-based."""
+    """Wait*/Test* from Fortran: the requests made C requests, each status
+    read unless MPI_STATUS(ES)_IGNORE."""
     r = c.roles
     n = "1" if "request" in r else f"*{r['nreq']}"
-    reqs = r.get("request", r.get("requests"))
-    lines = [f"MPI_Request* saved = SaveFortranRequests({n}, {reqs});", "MPI_Status c_status;"]
+    save = [f"MPI_Request* saved = SaveFortranRequests({n}, {r.get('request', r.get('requests'))});",
+            "MPI_Status c_status;"]
     sts = r.get("status", r.get("statuses"))
-    cond = ok + (f" && *{r['flag']}" if "flag" in r else "")
-    if "index" in r:
-        retire = (f"if ({cond} && *{r['index']} != MPI_UNDEFINED) "
-                  f"Retire(saved[*{r['index']} - 1], FortranStatus({sts}, 0, &c_status));")
-    elif "outcount" in r:
-        retire = (f"if ({cond} && *{r['outcount']} != MPI_UNDEFINED) {{\n"
-                  f"  for (int k = 0; k < *{r['outcount']}; ++k) "
-                  f"Retire(saved[{r['indices']}[k] - 1], FortranStatus({sts}, k, &c_status));\n}}")
-    elif "request" in r:
-        retire = f"if ({cond}) Retire(saved[0], FortranStatus({sts}, 0, &c_status));"
-    else:
-        retire = (f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) "
-                  f"Retire(saved[k], FortranStatus({sts}, k, &c_status));\n}}")
-    if c.kind == "wait":
-        return lines + [f"if ({n} > 0) r.handle = RequestKey(saved[0]);", "bool rec = CallBegin(r);", call, retire,
-                        "CallEnd(r, *ierr, rec);"]
-    waiting = f"{ok} && *{r['outcount']} == 0" if "outcount" in r else f"{ok} && !*{r['flag']}"
-    return lines + [call, retire,
-                    f"if ({waiting} && {n} > 0) {{\n  r.handle = RequestKey(saved[0]);\n  NotePolling(r);\n"
-                    f"}} else {{\n  EndPolling();\n}}"]
+    return completion_lines(c, save, lambda k: f"FortranStatus({sts}, {k}, &c_status)", True, ok, call,
+                            "CallEnd(r, *ierr, rec);")
 
 
 def generate_fortran(calls):

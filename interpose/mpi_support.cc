@@ -275,6 +275,15 @@ bool FindPersistent(uint64_t key, fmt::Record* out) {
 thread_local std::vector<MPI_Request>* t_saved;
 thread_local std::vector<MPI_Status>* t_statuses;
 
+// The thread's buffer of `count` saved requests (one completion call per
+// thread at a time, C or Fortran): grows rarely, then no allocation.
+MPI_Request* SavedRequests(int count) {
+  if (!t_saved) t_saved = new std::vector<MPI_Request>();
+  const size_t n = size_t(std::max(count, 0));
+  if (t_saved->size() < n) t_saved->resize(n);
+  return t_saved->data();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -350,8 +359,6 @@ bool FortranStatusIgnored(const MPI_Fint* s) {
   }();
   return std::find(sentinels.begin(), sentinels.end(), s) != sentinels.end();
 }
-
-thread_local std::vector<MPI_Request>* t_fortran_saved = nullptr;
 }  // namespace
 
 const MPI_Status* FortranStatus(const MPI_Fint* statuses, int k, MPI_Status* out) {
@@ -367,11 +374,9 @@ void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status) {
 }
 
 MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests) {
-  if (!t_fortran_saved) t_fortran_saved = new std::vector<MPI_Request>();
-  const size_t n = size_t(std::max(count, 0));
-  if (t_fortran_saved->size() < n) t_fortran_saved->resize(n);
-  for (size_t k = 0; k < n; ++k) (*t_fortran_saved)[k] = FortranRequest(requests[k]);
-  return t_fortran_saved->data();
+  MPI_Request* saved = SavedRequests(count);
+  for (int k = 0; k < count; ++k) saved[k] = FortranRequest(requests[k]);
+  return saved;
 }
 
 uint16_t CommIndexSlow(MPI_Comm comm) {
@@ -514,11 +519,9 @@ void MatchedReceive(fmt::Record& r) {
 }
 
 MPI_Request* SaveRequests(int count, const MPI_Request* requests) {
-  if (!t_saved) t_saved = new std::vector<MPI_Request>();
-  size_t n = size_t(std::max(count, 0));
-  if (t_saved->size() < n) t_saved->resize(n);  // grows rarely; then no allocation
-  std::copy(requests, requests + n, t_saved->begin());
-  return t_saved->data();
+  MPI_Request* saved = SavedRequests(count);
+  std::copy(requests, requests + std::max(count, 0), saved);
+  return saved;
 }
 
 MPI_Status* StatusBuffer(MPI_Status* given, bool ignored, int count) {

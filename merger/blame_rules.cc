@@ -82,19 +82,10 @@ void FinishedBlame(BlameContext& ctx, int comp) {
       const std::string waiter = "rank " + std::to_string(w.rank);
       // What it owes: the waiter's call, or the request of its wait that is
       // this rank's to match.
-      const CallPoint* owed = &w.current;
-      std::string in_wait;
-      if (w.current.op == fmt::Op::kWait) {
-        for (const CallPoint& p : w.pending) {
-          if (IsCollective(p) ? ctx.job.ranks[size_t(r)].Entered(p.comm) < p.seq
-                              : ctx.job.CommByRank(p.comm, p.peer) == r) {
-            owed = &p;
-            in_wait = " (in " + DescribeCall(ctx.job, w.current) + ")";
-            break;
-          }
-        }
-      }
-      const std::string call = DescribeCall(ctx.job, *owed) + in_wait;
+      const CallPoint* waited = WaitsOn(ctx.job, w, r);
+      const CallPoint* owed = waited ? waited : &w.current;
+      const std::string call =
+          DescribeCall(ctx.job, *owed) + (owed == &w.current ? "" : " (in " + DescribeCall(ctx.job, w.current) + ")");
       why = IsCollective(*owed) ? "finished (in MPI_Finalize) without entering what " + waiter + " waits in: " + call
             : owed->op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
                                                " sends it: " + call

@@ -229,25 +229,6 @@ bool NotEntered(const Job& job, int32_t comm, uint64_t seq, int32_t rank) {
   return c.world || std::find(c.members.begin(), c.members.end(), rank) != c.members.end();
 }
 
-// Whether the call `o` is in waits for `rank`: a point-to-point peer, a
-// collective `rank` has not entered, or either as one of the requests its
-// wait or test waits on.
-bool WaitsOn(const Job& job, const RankView& o, int32_t rank) {
-  const CallPoint& c = o.current;
-  if (c.from_stacks) return c.lock_holder == rank;
-  if (IsCollective(c) && c.seq) return NotEntered(job, c.comm, c.seq, rank);
-  if (IsP2p(c) || c.op == fmt::Op::kProbe) {
-    const auto peers = WaitedPeers(job, c);
-    return peers[0] == rank || peers[1] == rank;
-  }
-  if (c.op == fmt::Op::kWait) {
-    for (const CallPoint& p : o.pending) {
-      if (IsCollective(p) ? NotEntered(job, p.comm, p.seq, rank) : job.CommByRank(p.comm, p.peer) == rank) return true;
-    }
-  }
-  return false;
-}
-
 bool InFinalize(const Job& job, int32_t rank) {
   if (rank < 0 || rank >= job.world_size) return false;
   const RankView& v = job.ranks[size_t(rank)];
@@ -272,6 +253,23 @@ bool WaitsForAFinishedPeer(const Job& job, const RankView& o) {
   return false;
 }
 }  // namespace
+
+const CallPoint* WaitsOn(const Job& job, const RankView& o, int32_t rank) {
+  const CallPoint& c = o.current;
+  if (o.state != RankState::kInCall) return nullptr;
+  if (c.from_stacks) return c.lock_holder == rank ? &c : nullptr;
+  if (IsCollective(c) && c.seq) return NotEntered(job, c.comm, c.seq, rank) ? &c : nullptr;
+  if (IsP2p(c) || c.op == fmt::Op::kProbe) {
+    const auto peers = WaitedPeers(job, c);
+    return peers[0] == rank || peers[1] == rank ? &c : nullptr;
+  }
+  if (c.op == fmt::Op::kWait) {
+    for (const CallPoint& p : o.pending) {
+      if (IsCollective(p) ? NotEntered(job, p.comm, p.seq, rank) : job.CommByRank(p.comm, p.peer) == rank) return &p;
+    }
+  }
+  return nullptr;
+}
 
 RankSet WaitsFor(const Job& job, const RankView& v) {
   RankSet out;

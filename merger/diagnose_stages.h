@@ -37,6 +37,10 @@ RankSet FindProgress(const Job& job, const Job& earlier);
 
 // Who each rank in a call waits for (world ranks; missing ones count).
 RankSet WaitsFor(const Job& job, const RankView& v);
+// The call through which `o` waits for `rank` (its own, or a request its
+// wait or test waits on: a point-to-point peer, a collective `rank` has not
+// entered, a lock `rank` holds); null when it does not.
+const CallPoint* WaitsOn(const Job& job, const RankView& o, int32_t rank);
 // The world ranks a point-to-point call (or probe) waits for: its peer,
 // and for a Sendrecv also the rank it receives from; -1 where none (other
 // calls, unknown ranks).

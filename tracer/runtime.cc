@@ -113,7 +113,6 @@ void AtForkChild() {
   g_inherited.from_file = true;
   g_inherited.rank = parent->process->rank;
   g_inherited.world_size = parent->process->world_size;
-  g_inherited.parent_pid = parent->process->pid;
   munmap(parent->base, parent->size);
   close(parent->fd);
   close(parent->dir_fd);
@@ -162,8 +161,10 @@ bool OpenTrace() {
     g_register_calls();
     t_building = nullptr;
   }
+  // Its own line: SayNotTracing's once-per-lineage mark would silence a
+  // child's later "not tracing" for a different reason.
   if (config.stacks && !LoadUnwinder(&err)) {
-    SayNotTracing(("no native stacks inside pid " + std::to_string(getpid()) + ": " + err).c_str());
+    WriteStderrLine(("hangtrace: no native stacks inside pid " + std::to_string(getpid()) + ": " + err).c_str());
   }
   __atomic_store_n(&g_trace, f, __ATOMIC_RELEASE);
   __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
@@ -305,10 +306,8 @@ uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P2pStream* cached) {
   // Sends and receives count apart: with two ranks, a send to and a receive
   // from the same peer on the same tag are different streams.
-  const uint64_t reuses = comm < fmt::kMaxComms ? g_comm_slot_reuses[comm] : 0;
-  const uint64_t slot = comm < fmt::kMaxComms ? (reuses << 16) + comm + 1 : uint64_t(comm) + 1;
-  *cached = {(reuses << 32) | (uint64_t(comm) << 1) | (send ? 1 : 0), (uint64_t(uint32_t(peer)) << 32) | uint32_t(tag),
-             nullptr};
+  const uint64_t slot = comm < fmt::kMaxComms ? (uint64_t(g_comm_slot_reuses[comm]) << 16) + comm + 1
+                                              : uint64_t(comm) + 1;
   uint64_t key = Combine(Combine(Combine(slot, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))), send ? 1 : 2);
   if (key < 3) key += 3;
   for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {

@@ -217,6 +217,8 @@ extern constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits]
 // How many times each communicator slot was taken again (RegisterComm):
 // part of a stream's identity, so a slot's new communicator counts from 1.
 extern uint32_t g_comm_slot_reuses[fmt::kMaxComms];
+// The process's table: the counter of the stream, remembered in `cached`
+// (whose fields the caller has set).
 uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P2pStream* cached);
 __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
   const uint64_t reuses = comm < fmt::kMaxComms ? g_comm_slot_reuses[comm] : 0;
@@ -226,6 +228,7 @@ __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t
   if (__builtin_expect(c.count && c.where == where && c.who == who, 1)) {
     return __atomic_add_fetch(c.count, 1, __ATOMIC_RELAXED);
   }
+  c = {where, who, nullptr};
   return NextP2pSeqShared(comm, peer, tag, send, &c);
 }
 // Interns a string (a kernel name) in the file's name table; returns its
