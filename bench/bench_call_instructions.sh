@@ -7,6 +7,7 @@
 #   [LIB=path/to/libhangtrace.so] bench/bench_call_instructions.sh [N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v valgrind > /dev/null || { echo "bench_call_instructions.sh needs valgrind: apt-get install valgrind" >&2; exit 2; }
 n=${1:-50000}
 dir=$(mktemp -d /dev/shm/hangtrace-bench-calls-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
