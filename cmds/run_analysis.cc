@@ -185,8 +185,8 @@ int RunAnalysis(const AnalysisRequest& r) {
     }
     for (const std::string& w : job.warnings) fprintf(stderr, "%s: %s\n", cmd, w.c_str());
     fprintf(stderr,
-            "%s: no readable trace file under the given paths (a process that is no launcher's rank has none "
-            "until its first traced call, and keeps none if it exits 0 without one; `hangtrace dump -p PID` "
+            "%s: no readable trace file under the given paths (a process that made no traced call leaves none "
+            "when it exits 0, and has none while it runs unless it is a launcher's rank; `hangtrace dump -p PID` "
             "reads a running one's stacks)\n",
             cmd);
     return kExitCouldNot;
