@@ -219,6 +219,9 @@ def body(c):
                                       "  r.aux = uint32_t(recv.seq);\n  SendrecvSource(r, recv);\n}\n"))
     if k == "probe":
         return BLOCKING.format(args=args, after="")
+    if k == "iprobe":  # polled: a probe that finds nothing marks the thread as waiting by polling
+        return (f"int ret = real({args});\nif (ret == MPI_SUCCESS && !*{r['flag']}) NotePolling(r);\n"
+                f"else EndPolling();\nreturn ret;")
     if k in ("wait", "test"):
         return completion_body(c)
     if k in ("create", "creategrp"):
@@ -337,11 +340,6 @@ def generate(calls, inc_name):
         out.append(f"static decltype(&P{c.name}) g_real_{c.name};")
         out.append(f'extern "C" __attribute__((visibility("default"))) int {c.name}({params}) {{')
         out.append(f'  auto real = Real(g_real_{c.name}, "P{c.name}");')
-        if c.kind in ("iprobe",):
-            out.append(f"  return real({c.args()});")
-            out.append("}")
-            out.append("")
-            continue
         if c.kind == "setname":
             out.append(f"  int ret = real({c.args()});")
             out.append(f"  if (ret == MPI_SUCCESS && g_trace && MpiReady()) CommNamed({c.roles['comm']}, {c.roles['name']});")

@@ -331,6 +331,12 @@ void LockCycleBlame(BlameContext& ctx, int comp) {
 // --- a cycle of point-to-point waits --------------------------------------------------------------
 // Every class of the cycle waits in a point-to-point call (or a completion
 // of one): a deadlock. The cycle is walked rank by rank from the lowest.
+// Unless a receive of the cycle waits for a message that was sent with
+// another tag, on another communicator or by another rank: then the sender
+// waits for a receive that does not match it (a synchronous or rendezvous
+// send), and the two disagree on the envelope; both are named, no deadlock.
+
+std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender);  // below
 
 bool P2pCycleApplies(const BlameContext& ctx, int comp) {
   if (!ctx.comps.cyclic[size_t(comp)]) return false;
@@ -342,9 +348,19 @@ bool P2pCycleApplies(const BlameContext& ctx, int comp) {
 }
 
 void P2pCycleBlame(BlameContext& ctx, int comp) {
-  ctx.found.deadlock = true;
   RankSet in_scc;
   for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  bool mismatched = false;
+  for (int32_t w : in_scc.Ranks()) {
+    int32_t sender = -1;
+    const std::string mismatch = MessageMismatch(ctx.job, ctx.job.ranks[size_t(w)], &sender);
+    if (mismatch.empty() || !in_scc.Contains(sender)) continue;
+    ctx.Blame(sender, mismatch);
+    ctx.Blame(w, mismatch);
+    mismatched = true;
+  }
+  if (mismatched) return;
+  ctx.found.deadlock = true;
   std::vector<int32_t> path;
   std::map<int32_t, size_t> at;
   int32_t r = in_scc.First();
@@ -401,12 +417,14 @@ int32_t CommRankOf(const Job& job, int32_t comm, int32_t w) {
   return -1;
 }
 
-// The receive `v` waits for from a named source: its blocking receive, or
-// the first such receive among the requests its wait or test waits on.
+// The receive `v` waits for from a named source: its blocking receive or
+// probe, or the first such receive among the requests its wait or test waits on.
 // Null when it waits for none.
 const CallPoint* WaitedReceive(const RankView& v) {
   if (v.state != RankState::kInCall) return nullptr;
-  if (v.current.op == fmt::Op::kRecv) return v.current.peer >= 0 ? &v.current : nullptr;
+  if (v.current.op == fmt::Op::kRecv || v.current.op == fmt::Op::kProbe) {
+    return v.current.peer >= 0 ? &v.current : nullptr;
+  }
   if (v.current.op != fmt::Op::kWait) return nullptr;
   for (const CallPoint& p : v.pending) {
     if (p.op == fmt::Op::kRecv && p.peer >= 0) return &p;
@@ -421,8 +439,10 @@ std::string DescribeReceive(const Job& job, const RankView& v, const CallPoint& 
 
 // "rank 0 sent tag 0 to rank 1 (still unreceived); rank 1 waits for tag 1
 // from rank 0: tag mismatch" when `v` waits in a receive and a message sent
-// to it on that communicator is still unreceived: from the same source on
-// another tag (a tag mismatch), or from another source (a source mismatch).
+// to it is still unreceived that differs from the awaited one in one part of
+// its envelope: from the same source on the same communicator with another
+// tag (a tag mismatch), from the same source on another communicator (a
+// communicator mismatch), or from another source (a source mismatch).
 // "" otherwise. `*sender` is that message's sender.
 std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) {
   const CallPoint* rc = WaitedReceive(v);
@@ -430,27 +450,34 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) 
   const CallPoint& recv = *rc;
   const int32_t comm = recv.comm;
   const int32_t from = job.CommByRank(comm, recv.peer);
-  const int32_t me = CommRankOf(job, comm, v.rank);
-  if (from < 0 || me < 0) return "";
-  auto unreceived = [&](const RankView& q, bool same_source) -> std::string {
-    const int32_t q_in_comm = CommRankOf(job, comm, q.rank);
+  if (from < 0 || CommRankOf(job, comm, v.rank) < 0) return "";
+  enum class Differs { kTag, kComm, kSource };
+  auto on = [&](int32_t c) { return " on " + job.comms[size_t(c)].label; };
+  auto unreceived = [&](const RankView& q, Differs differs) -> std::string {
     for (const P2pTraffic& t : q.p2p) {
-      if (t.comm != comm || t.peer != me || !t.sent || (same_source && t.tag == recv.tag)) continue;
-      const P2pTraffic* got = v.Traffic(comm, q_in_comm, t.tag);
+      if (!t.sent || (t.comm == comm) == (differs == Differs::kComm)) continue;
+      if (differs == Differs::kTag && t.tag == recv.tag) continue;
+      if (t.comm < 0 || t.peer != CommRankOf(job, t.comm, v.rank)) continue;  // not to `v`
+      const P2pTraffic* got = v.Traffic(t.comm, CommRankOf(job, t.comm, q.rank), t.tag);
       if (got && got->received >= t.sent) continue;
-      const int32_t tag = t.tag;
       *sender = q.rank;
-      return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(tag) + " to rank " +
-             std::to_string(v.rank) + " (still unreceived); rank " + std::to_string(v.rank) + " waits for tag " +
-             std::to_string(recv.tag) + " from rank " + std::to_string(from) +
-             (same_source ? ": tag mismatch" : ": source mismatch");
+      const bool comms_differ = differs == Differs::kComm;
+      return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(t.tag) + " to rank " +
+             std::to_string(v.rank) + (comms_differ ? on(t.comm) : "") + " (still unreceived); rank " +
+             std::to_string(v.rank) + " waits for tag " + std::to_string(recv.tag) + " from rank " +
+             std::to_string(from) + (comms_differ ? on(comm) : "") +
+             (differs == Differs::kTag ? ": tag mismatch"
+              : comms_differ          ? ": communicator mismatch"
+                                      : ": source mismatch");
     }
     return "";
   };
-  if (std::string why = unreceived(job.ranks[size_t(from)], true); !why.empty()) return why;
+  const RankView& source = job.ranks[size_t(from)];
+  if (std::string why = unreceived(source, Differs::kTag); !why.empty()) return why;
+  if (std::string why = unreceived(source, Differs::kComm); !why.empty()) return why;
   for (const RankView& q : job.ranks) {
     if (q.rank == from || q.rank == v.rank || q.p2p.empty()) continue;
-    if (std::string why = unreceived(q, false); !why.empty()) return why;
+    if (std::string why = unreceived(q, Differs::kSource); !why.empty()) return why;
   }
   return "";
 }
@@ -494,6 +521,46 @@ std::string NeverStarted(const Job& job, const RankView& v, int32_t* sender) {
          DescribeReceive(job, v, recv);
 }
 
+// Rank `v` waits in point-to-point for a peer that waits in a collective `v`
+// never entered. Either `v` skipped the collective, or the peer went on to
+// it without its half of the message. The trace tells them apart only by
+// history: when the two have exchanged on that stream before, the pattern
+// was "collective, then message" and `v` is the one that broke it (the
+// seed's hang: a rank skipped a broadcast into the next step's exchange).
+// With no exchange ever on the stream, nothing says which of the two
+// strayed: both are named, each with its side. True when it named them.
+bool BlameBothWithoutHistory(BlameContext& ctx, const RankView& v, const RankSet& in_scc) {
+  const Job& job = ctx.job;
+  const CallPoint* recv = WaitedReceive(v);
+  const CallPoint* send = v.current.op == fmt::Op::kSend ? &v.current : nullptr;
+  if (!send && v.current.op == fmt::Op::kWait) {
+    for (const CallPoint& p : v.pending) {
+      if (p.op == fmt::Op::kSend && p.peer >= 0) send = &p;
+    }
+  }
+  const CallPoint* c = recv ? recv : send;
+  if (!c || c->peer < 0) return false;
+  const int32_t peer = job.CommByRank(c->comm, c->peer);
+  if (peer < 0 || !in_scc.Contains(peer)) return false;
+  const RankView& p = job.ranks[size_t(peer)];
+  if (p.state != RankState::kInCall || !IsCollective(p.current)) return false;
+  const P2pTraffic* mine = v.Traffic(c->comm, c->peer, c->tag);
+  const P2pTraffic* theirs = p.Traffic(c->comm, CommRankOf(job, c->comm, v.rank), c->tag);
+  const bool history = recv ? (mine && mine->received) || (theirs && theirs->sent)
+                            : (mine && mine->sent > 1) || (theirs && theirs->received);
+  if (history) return false;
+  const std::string call = DescribeReceive(job, v, *c);
+  const std::string either = " (nothing in the trace says which strayed: rank " + std::to_string(v.rank) +
+                             " never entered " + DescribeCall(job, p.current) + ", or rank " +
+                             std::to_string(peer) + " went on to it " +
+                             (recv ? "without sending" : "without receiving") + ")";
+  ctx.Blame(peer, std::string(recv ? "never sent what rank " : "never received what rank ") +
+                      std::to_string(v.rank) + (recv ? " waits for in " : " sends it in ") + call + "; it is in " +
+                      DescribeCall(job, p.current) + either);
+  ctx.Blame(v.rank, ctx.NeverEntered(v.rank) + "; now in " + call + either);
+  return true;
+}
+
 bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
   if (!ctx.comps.cyclic[size_t(comp)]) return false;
   bool coll = false, p2p = false;
@@ -533,6 +600,7 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
         ctx.Blame(r, mismatch);
         continue;
       }
+      if (BlameBothWithoutHistory(ctx, v, in_scc)) continue;
       ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current) + WildcardRace(ctx.job, v));
     }
   }

@@ -2,9 +2,10 @@
  * {0,2} and {1,3}; rank 3 skips the barrier on its half and goes on to a
  * receive from rank 1, which waits in that barrier (a cycle through a
  * collective and a point-to-point edge). Ranks 0 and 2 finish their half's
- * barrier and wait in the world's. The rank that skipped the collective its
- * peer is in, and is past it, is the culprit.
- * TRUTH np=4 verdict=hang culprits=3 ops=0:MPI_Barrier,1:MPI_Barrier,2:MPI_Barrier,3:MPI_Recv */
+ * barrier and wait in the world's. Whether rank 3 skipped the barrier or
+ * rank 1 was to send before it, nothing in the trace says (the two never
+ * exchanged before): both are named, each with its side.
+ * TRUTH np=4 verdict=hang culprits=1,3 ops=0:MPI_Barrier,1:MPI_Barrier,2:MPI_Barrier,3:MPI_Recv words=which~strayed */
 #include <mpi.h>
 int main(int argc, char** argv) {
   int rank, x = 0;

@@ -1,0 +1,506 @@
+#!/usr/bin/env python3
+"""Generate the catalogue of MPI bug programs, with the truth of each.
+
+As MPI correctness suites do, the programs are not picked by hand: each
+family below is a small description of one kind of bug, crossed with every
+call it applies to (every collective and its nonblocking form; every
+point-to-point mode, blocking and nonblocking, completed by each Wait* and
+Test* call; probes; persistent requests; 2 to 8 ranks; eager and rendezvous
+sizes). The generator computes each program's truth from the description:
+the verdict, the culprit ranks, the call (or state) each rank is in, and
+words the reasons must say. Nothing in the analyzer knows this file.
+
+Each program is one C file whose header states its truth in one line,
+  TRUTH np=4 verdict=hang culprits=2 ops=0:MPI_Bcast|MPI_Barrier,... words=never~entered
+('|' separates the calls a rank may be in, as timing and the MPI library's
+algorithms decide; '~' is a space). run_catalogue.py builds, runs and checks
+them.
+
+  gen_catalogue.py OUT_DIR            write every program and OUT_DIR/catalogue.txt
+  gen_catalogue.py --list             one line per program: name family np
+"""
+import os
+import sys
+
+# ---------------------------------------------------------------------------
+# Collectives. Arguments are the program's variables: n (count), t (datatype),
+# o (reduction), r (root), c (communicator); counts/displs/bdispls/types are
+# arrays of n, 2*i, 8*i and t. Which arguments a call has decides which
+# mismatch families apply to it. The v-forms' counts may differ from rank to
+# rank by design (what must agree, each count with the peer's array entry,
+# the trace does not hold): no count family for them.
+COLLECTIVES = [
+    ("Barrier", "c", ""),
+    ("Bcast", "sbuf, n, t, r, c", "count dtype root"),
+    ("Reduce", "sbuf, rbuf, n, t, o, r, c", "count dtype redop root"),
+    ("Allreduce", "sbuf, rbuf, n, t, o, c", "count dtype redop"),
+    ("Gather", "sbuf, n, t, rbuf, n, t, r, c", "count dtype root"),
+    ("Gatherv", "sbuf, n, t, rbuf, counts, displs, t, r, c", "dtype root"),
+    ("Scatter", "sbuf, n, t, rbuf, n, t, r, c", "count dtype root"),
+    ("Scatterv", "sbuf, counts, displs, t, rbuf, n, t, r, c", "dtype root"),
+    ("Allgather", "sbuf, n, t, rbuf, n, t, c", "count dtype"),
+    ("Allgatherv", "sbuf, n, t, rbuf, counts, displs, t, c", "dtype"),
+    ("Alltoall", "sbuf, n, t, rbuf, n, t, c", "count dtype"),
+    ("Alltoallv", "sbuf, counts, displs, t, rbuf, counts, displs, t, c", "dtype"),
+    ("Alltoallw", "sbuf, counts, bdispls, types, rbuf, counts, bdispls, types, c", ""),
+    ("Reduce_scatter", "sbuf, rbuf, counts, t, o, c", "dtype redop"),
+    ("Reduce_scatter_block", "sbuf, rbuf, n, t, o, c", "count dtype redop"),
+    ("Scan", "sbuf, rbuf, n, t, o, c", "count dtype redop"),
+    ("Exscan", "sbuf, rbuf, n, t, o, c", "count dtype redop"),
+]
+
+
+class Coll:
+    """One collective call, blocking or nonblocking (completed by MPI_Wait)."""
+
+    def __init__(self, name, args, fields, nonblocking):
+        self.base = name
+        self.name = ("MPI_I" + name[0].lower() + name[1:]) if nonblocking else "MPI_" + name
+        self.args = args
+        self.fields = set(fields.split())
+        self.nonblocking = nonblocking
+        # Where a rank waits for it: the call itself, or the wait that completes it.
+        self.waits_in = "MPI_Wait" if nonblocking else self.name
+        self.rooted = "root" in self.fields
+
+    def code(self, comm="MPI_COMM_WORLD"):
+        args = self.args[:-1] + comm  # the communicator is every call's last argument
+        if self.nonblocking:
+            return "%s(%s, &req);\n    MPI_Wait(&req, MPI_STATUS_IGNORE);" % (self.name, args)
+        return "%s(%s);" % (self.name, args)
+
+
+def all_collectives():
+    for nb in (False, True):
+        for name, args, fields in COLLECTIVES:
+            yield Coll(name, args, fields, nb)
+
+
+# ---------------------------------------------------------------------------
+# Point-to-point forms. A receive form waits for a message from `peer` with
+# tag `tag` on `comm`; `op` is the call a rank blocked in it is in.
+RECV_FORMS = {
+    "recv": ("MPI_Recv", "MPI_Recv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, MPI_STATUS_IGNORE);"),
+    "irecv_wait": ("MPI_Wait", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                   "    MPI_Wait(&req, MPI_STATUS_IGNORE);"),
+    "irecv_waitall": ("MPI_Waitall", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                      "    MPI_Waitall(1, &req, MPI_STATUSES_IGNORE);"),
+    "irecv_waitany": ("MPI_Waitany", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                      "    MPI_Waitany(1, &req, &index, MPI_STATUS_IGNORE);"),
+    "irecv_waitsome": ("MPI_Waitsome", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                       "    MPI_Waitsome(1, &req, &outcount, indices, MPI_STATUSES_IGNORE);"),
+    "irecv_test": ("MPI_Test", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                   "    for (flag = 0; !flag;) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);"),
+    "irecv_testall": ("MPI_Testall", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                      "    for (flag = 0; !flag;) MPI_Testall(1, &req, &flag, MPI_STATUSES_IGNORE);"),
+    "irecv_testany": ("MPI_Testany", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                      "    for (flag = 0; !flag;) MPI_Testany(1, &req, &index, &flag, MPI_STATUS_IGNORE);"),
+    "irecv_testsome": ("MPI_Testsome", "MPI_Irecv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                       "    for (outcount = 0; outcount == 0;) MPI_Testsome(1, &req, &outcount, indices, "
+                       "MPI_STATUSES_IGNORE);"),
+    "recv_init": ("MPI_Wait", "MPI_Recv_init(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                  "    MPI_Start(&req);\n    MPI_Wait(&req, MPI_STATUS_IGNORE);\n    MPI_Request_free(&req);"),
+    "probe": ("MPI_Probe", "MPI_Probe({peer}, {tag}, {comm}, &status);\n"
+              "    MPI_Recv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, MPI_STATUS_IGNORE);"),
+    "mprobe": ("MPI_Mprobe", "MPI_Mprobe({peer}, {tag}, {comm}, &message, &status);\n"
+               "    MPI_Mrecv(rbuf, n, MPI_INT, &message, MPI_STATUS_IGNORE);"),
+    "iprobe": ("MPI_Iprobe", "for (flag = 0; !flag;) MPI_Iprobe({peer}, {tag}, {comm}, &flag, &status);\n"
+               "    MPI_Recv(rbuf, n, MPI_INT, {peer}, {tag}, {comm}, MPI_STATUS_IGNORE);"),
+    "improbe": ("MPI_Improbe", "for (flag = 0; !flag;) MPI_Improbe({peer}, {tag}, {comm}, &flag, &message, &status);\n"
+                "    MPI_Mrecv(rbuf, n, MPI_INT, &message, MPI_STATUS_IGNORE);"),
+}
+
+# A send form: (call a rank blocked in it is in, code, completes without the
+# receiver at the given size). Bsend copies into the attached buffer: it
+# never waits for the receiver; a standard send does only while it is small
+# (eager); a synchronous one always waits.
+SEND_FORMS = {
+    "send": ("MPI_Send", "MPI_Send(sbuf, n, MPI_INT, {peer}, {tag}, {comm});", "eager"),
+    "ssend": ("MPI_Ssend", "MPI_Ssend(sbuf, n, MPI_INT, {peer}, {tag}, {comm});", "never"),
+    "bsend": ("MPI_Bsend", "MPI_Bsend(sbuf, n, MPI_INT, {peer}, {tag}, {comm});", "always"),
+    "isend_wait": ("MPI_Wait", "MPI_Isend(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                   "    MPI_Wait(&req, MPI_STATUS_IGNORE);", "eager"),
+    "issend_wait": ("MPI_Wait", "MPI_Issend(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                    "    MPI_Wait(&req, MPI_STATUS_IGNORE);", "never"),
+    "ibsend_wait": ("MPI_Wait", "MPI_Ibsend(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                    "    MPI_Wait(&req, MPI_STATUS_IGNORE);", "always"),
+    "issend_test": ("MPI_Test", "MPI_Issend(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                    "    for (flag = 0; !flag;) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);", "never"),
+    "send_init": ("MPI_Wait", "MPI_Send_init(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                  "    MPI_Start(&req);\n    MPI_Wait(&req, MPI_STATUS_IGNORE);\n    MPI_Request_free(&req);", "eager"),
+    "ssend_init": ("MPI_Wait", "MPI_Ssend_init(sbuf, n, MPI_INT, {peer}, {tag}, {comm}, &req);\n"
+                   "    MPI_Start(&req);\n    MPI_Wait(&req, MPI_STATUS_IGNORE);\n    MPI_Request_free(&req);",
+                   "never"),
+}
+
+SMALL, LARGE = 1, 1 << 20  # ints: eager under every transport; 4 MB: rendezvous
+
+
+def send_waits_for_receiver(form, count):
+    completes = SEND_FORMS[form][2]
+    return completes == "never" or (completes == "eager" and count == LARGE)
+
+
+# What a rank does instead of its part, and how the truth names it.
+#   compute: never calls MPI again (sleeps in a loop): the call it is in is none
+#   finish:  calls MPI_Finalize at once
+#   barrier: goes on to the program's final barrier
+ACTIONS = {
+    "compute": ("compute", "for (;;) sleep(1);"),
+    "finish": ("MPI_Finalize", "MPI_Finalize();\n    return 0;"),
+    "barrier": ("MPI_Barrier", ""),
+}
+
+
+# ---------------------------------------------------------------------------
+class Program:
+    """A program: np ranks, a body per rank (C statements), then every rank
+    enters a final MPI_Barrier on world and finalizes."""
+
+    def __init__(self, family, name, np_, story):
+        self.family, self.name, self.np, self.story = family, name, np_, story
+        self.setup = []          # statements every rank runs first
+        self.branches = []       # (condition, statements)
+        self.truth = {}          # verdict, culprits, ops (rank -> "a|b"), words
+
+    def branch(self, cond, stmts):
+        self.branches.append((cond, stmts))
+
+    def set_truth(self, verdict, culprits=(), ops=None, words=""):
+        self.truth = {"verdict": verdict, "culprits": sorted(set(culprits)), "ops": ops or {}, "words": words}
+
+    def truth_line(self):
+        t = self.truth
+        ops = ",".join("%d:%s" % (r, t["ops"][r]) for r in sorted(t["ops"]))
+        words = t["words"].replace(" ", "~")
+        line = "TRUTH np=%d verdict=%s culprits=%s ops=%s" % (
+            self.np, t["verdict"], ",".join(map(str, t["culprits"])), ops)
+        return line + (" words=" + words if words else "")
+
+    def source(self):
+        out = ["/* Generated by tests/mpi/generated/gen_catalogue.py (family %s): do not edit." % self.family]
+        for line in self.story.split("\n"):
+            out.append(" * " + line)
+        out.append(" * " + self.truth_line() + " */")
+        out.append(PRELUDE)
+        for s in self.setup:
+            out.append("  " + s)
+        first = True
+        for cond, stmts in self.branches:
+            if cond == "1":  # every other rank
+                out.append("  {" if first else "  } else {")
+            else:
+                out.append("  %sif (%s) {" % ("" if first else "} else ", cond))
+            out.append("    " + stmts)
+            first = False
+        if self.branches:
+            out.append("  }")
+        out.append(EPILOGUE)
+        return "\n".join(out) + "\n"
+
+
+PRELUDE = r"""#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int sbuf[1 << 21], rbuf[1 << 21];  /* room for a rendezvous message, twice */
+int main(int argc, char** argv) {
+  int rank, size, flag, index, outcount, indices[8], counts[64], displs[64], bdispls[64];
+  int n = 1, r = 0;
+  MPI_Datatype t = MPI_INT, types[64];
+  MPI_Op o = MPI_SUM;
+  MPI_Request req, reqs[8];
+  MPI_Status status;
+  MPI_Message message;
+  MPI_Comm dup;
+  static char bsend_buffer[1 << 16];
+  (void)flag; (void)index; (void)outcount; (void)indices; (void)reqs; (void)status; (void)message;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* An argument mismatch returns an error instead of aborting the job. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Buffer_attach(bsend_buffer, sizeof bsend_buffer);"""
+
+EPILOGUE = r"""  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return 0;
+}"""
+
+ARRAYS = ("for (int i = 0; i < 64; ++i) { counts[i] = n; displs[i] = 2 * i * n; "
+          "bdispls[i] = 8 * i * n; types[i] = t; }")
+
+
+def ranks_word(ranks):
+    return ",".join(str(r) for r in ranks)
+
+
+# ---------------------------------------------------------------------------
+# Families.
+def coll_skip():
+    """One rank never enters a collective (it computes, or finishes); the
+    others wait in it, or in the barrier after it when the library let them
+    through without the missing rank."""
+    for coll in all_collectives():
+        skippers = [0, 3] if coll.rooted else [3]
+        nps = [2, 3, 8] if coll.base in ("Barrier", "Allreduce", "Bcast", "Alltoall") and not coll.nonblocking else []
+        variants = [(4, s, a) for s in skippers for a in ("compute", "finish")]
+        variants += [(np_, np_ - 1, "compute") for np_ in nps]
+        for np_, s, action in variants:
+            name = "coll_skip_%s_np%d_r%d_%s" % (coll.name[4:].lower(), np_, s, action)
+            p = Program("coll-skip", name, np_, "Rank %d of %d never enters %s on world (it %s); the others do."
+                        % (s, np_, coll.name, {"compute": "computes", "finish": "finishes"}[action]))
+            p.setup.append(ARRAYS)
+            p.branch("rank == %d" % s, ACTIONS[action][1])
+            p.branch("1", coll.code())
+            others = coll.waits_in if coll.base == "Barrier" else coll.waits_in + "|MPI_Barrier"
+            ops = {rk: others for rk in range(np_) if rk != s}
+            ops[s] = ACTIONS[action][0]
+            p.set_truth("hang", [s], ops, "never entered" if action == "compute" else "MPI_Finalize")
+            yield p
+
+
+def coll_order():
+    """One rank calls the collective and then a barrier, the others the
+    barrier first: at the same sequence number the calls differ (the job may
+    hang or pass, as the library decides); that rank is the odd one."""
+    for coll in all_collectives():
+        if coll.base == "Barrier":
+            continue
+        np_, s = 4, 1
+        name = "coll_order_%s" % coll.name[4:].lower()
+        p = Program("coll-order", name, np_, "Rank %d calls %s then MPI_Barrier; ranks 0,2-3 the barrier first."
+                    % (s, coll.name))
+        p.setup.append(ARRAYS)
+        p.branch("rank == %d" % s, coll.code() + "\n    MPI_Barrier(MPI_COMM_WORLD);")
+        p.branch("1", "MPI_Barrier(MPI_COMM_WORLD);\n    " + coll.code())
+        p.set_truth("mismatch", [s])
+        yield p
+
+
+MISMATCH_SETTINGS = {
+    "root": ("r = 1;", "root"),
+    "redop": ("o = MPI_MAX;", "redop"),
+    "dtype": ("t = MPI_FLOAT;", "datatype"),
+    "count": ("n = 2;", "count"),
+}
+
+
+def coll_args():
+    """One rank passes another root, reduction, datatype or count than the
+    others (the job may pass, hang or return errors); that rank is named."""
+    for field, (setting, word) in MISMATCH_SETTINGS.items():
+        for coll in all_collectives():
+            if field not in coll.fields:
+                continue
+            np_, s = 4, 3
+            name = "coll_%s_%s" % (field, coll.name[4:].lower())
+            p = Program("coll-" + field, name, np_, "Rank %d passes %s to %s where the others pass %s."
+                        % (s, setting.split("=")[1].strip(" ;"), coll.name,
+                           {"root": "0", "redop": "MPI_SUM", "dtype": "MPI_INT", "count": "1"}[field]))
+            p.setup.append("if (rank == %d) %s" % (s, setting))
+            p.setup.append(ARRAYS)
+            p.branch("1", coll.code())
+            p.set_truth("mismatch", [s], words=word)
+            yield p
+
+
+def recv_unmatched():
+    """Rank 1 waits for a message from rank 0 that rank 0 never sends (it
+    computes, finishes, or goes on to the final barrier); rank 2 is a
+    bystander in the barrier."""
+    for form, (op, _) in RECV_FORMS.items():
+        for action in ACTIONS:
+            np_ = 3
+            name = "recv_unmatched_%s_%s" % (form, action)
+            p = Program("recv-unmatched", name, np_, "Rank 1 receives from rank 0 (%s); rank 0 never sends: it %s."
+                        % (form, {"compute": "computes", "finish": "finishes", "barrier": "goes to the barrier"}[action]))
+            p.branch("rank == 0", ACTIONS[action][1])
+            p.branch("rank == 1", RECV_FORMS[form][1].format(peer=0, tag=0, comm="MPI_COMM_WORLD"))
+            ops = {0: ACTIONS[action][0], 1: op, 2: "MPI_Barrier"}
+            # In the barrier, rank 0 waits for rank 1 as rank 1 waits for it:
+            # nothing tells "rank 0 forgot the send" from "rank 1 skipped the
+            # barrier" (no earlier exchange shows the pattern): both are named.
+            culprits = [0, 1] if action == "barrier" else [0]
+            p.set_truth("hang", culprits, ops, "without sending" if action == "finish" else "never sent")
+            yield p
+
+
+def send_unreceived():
+    """Rank 0 sends to rank 1, which never receives (computes, finishes, or
+    goes on to the barrier). A send that waits for its receiver (synchronous,
+    or rendezvous-sized) hangs there; one that completes alone does not."""
+    for form in SEND_FORMS:
+        for count in (SMALL, LARGE):
+            if SEND_FORMS[form][2] != "eager" and count == LARGE:
+                continue  # size changes nothing for them
+            if form == "bsend" and count == LARGE or form == "ibsend_wait" and count == LARGE:
+                continue
+            for action in ACTIONS:
+                np_ = 3
+                size = "large" if count == LARGE else "small"
+                name = "send_unreceived_%s_%s_%s" % (form, size, action)
+                p = Program("send-unreceived", name, np_,
+                            "Rank 0 sends %s %s to rank 1, which never receives it: it %s." %
+                            (size, form, {"compute": "computes", "finish": "finishes",
+                                          "barrier": "goes to the barrier"}[action]))
+                p.setup.append("n = %d;" % count)
+                p.branch("rank == 0", SEND_FORMS[form][1].format(peer=1, tag=0, comm="MPI_COMM_WORLD"))
+                p.branch("rank == 1", ACTIONS[action][1])
+                waits = send_waits_for_receiver(form, count)
+                sender = SEND_FORMS[form][0] if waits else "MPI_Barrier"
+                if action == "barrier" and not waits:
+                    # The message is never received and nobody waits for it.
+                    p.set_truth("no-hang", [], {0: "exited", 1: "exited", 2: "exited"})
+                elif action == "barrier":  # as recv_unmatched's barrier: either side may have strayed
+                    p.set_truth("hang", [0, 1], {0: sender, 1: "MPI_Barrier", 2: "MPI_Barrier"}, "never received")
+                else:
+                    words = ("without receiving" if waits else "MPI_Finalize") if action == "finish" else ""
+                    p.set_truth("hang", [1], {0: sender, 1: ACTIONS[action][0], 2: "MPI_Barrier"}, words)
+                yield p
+
+
+def envelope_mismatch():
+    """A message is sent and a receive waits, but they disagree on the tag,
+    the source or the communicator: both sides are named, with what was sent
+    and what is awaited."""
+    sends = ["send", "ssend", "bsend", "isend_wait", "issend_wait", "send_init"]
+    recvs = ["recv", "irecv_wait", "irecv_waitany", "irecv_test", "probe", "mprobe", "recv_init"]
+    for kind in ("tag", "source", "comm"):
+        for sform in sends if kind == "tag" else ["send", "issend_wait"]:
+            for rform in recvs:
+                np_ = 3 if kind == "source" else 2
+                name = "%s_mismatch_%s_%s" % (kind, sform, rform)
+                send_comm, recv_comm, recv_src, recv_tag = "MPI_COMM_WORLD", "MPI_COMM_WORLD", 0, 0
+                if kind == "tag":
+                    recv_tag = 1
+                    story = "Rank 0 sends tag 0 to rank 1 (%s); rank 1 waits for tag 1 (%s)."
+                elif kind == "source":
+                    recv_src = 2
+                    story = "Rank 0 sends to rank 1 (%s); rank 1 waits for a message from rank 2 (%s)."
+                else:
+                    send_comm = "dup"
+                    story = "Rank 0 sends to rank 1 on a duplicate of world (%s); rank 1 waits on world (%s)."
+                p = Program(kind + "-mismatch", name, np_, story % (sform, rform))
+                p.branch("rank == 0", SEND_FORMS[sform][1].format(peer=1, tag=0, comm=send_comm))
+                p.branch("rank == 1", RECV_FORMS[rform][1].format(peer=recv_src, tag=recv_tag, comm=recv_comm))
+                sender = SEND_FORMS[sform][0] if send_waits_for_receiver(sform, SMALL) else "MPI_Barrier"
+                ops = {0: sender, 1: RECV_FORMS[rform][0]}
+                if np_ == 3:
+                    ops[2] = "MPI_Barrier"
+                word = {"tag": "tag mismatch", "source": "source mismatch", "comm": "communicator mismatch"}[kind]
+                p.set_truth("hang", [0, 1], ops, word)
+                yield p
+
+
+def cycles():
+    """Ranks in a ring each wait on their neighbor first: receives first
+    always deadlock; sends first deadlock when the send waits for its
+    receiver (synchronous, rendezvous), and pass when it completes alone."""
+    recvs = ["recv", "irecv_wait", "irecv_waitall", "irecv_test", "probe", "mprobe", "recv_init"]
+    for i, rform in enumerate(recvs):
+        np_ = [2, 3, 4][i % 3]
+        name = "cycle_recv_first_%s_np%d" % (rform, np_)
+        p = Program("cycle", name, np_, "Each of %d ranks receives from its left (%s) before it sends right." %
+                    (np_, rform))
+        p.branch("1", RECV_FORMS[rform][1].format(peer="(rank + size - 1) % size", tag=0, comm="MPI_COMM_WORLD")
+                 + "\n    MPI_Send(sbuf, n, MPI_INT, (rank + 1) % size, 0, MPI_COMM_WORLD);")
+        p.set_truth("deadlock", range(np_), {rk: RECV_FORMS[rform][0] for rk in range(np_)})
+        yield p
+    i = 0
+    for sform in ["send", "ssend", "bsend", "isend_wait", "issend_wait", "send_init", "ssend_init"]:
+        for count in (SMALL, LARGE):
+            if SEND_FORMS[sform][2] != "eager" and count == LARGE:
+                continue
+            if sform == "bsend" and count == LARGE:
+                continue
+            np_ = [2, 3, 4][i % 3]
+            i += 1
+            size = "large" if count == LARGE else "small"
+            name = "cycle_send_first_%s_%s_np%d" % (sform, size, np_)
+            p = Program("cycle", name, np_, "Each of %d ranks sends %s right (%s) before it receives from its left."
+                        % (np_, size, sform))
+            p.setup.append("n = %d;" % count)
+            p.branch("1", SEND_FORMS[sform][1].format(peer="(rank + 1) % size", tag=0, comm="MPI_COMM_WORLD")
+                     + "\n    MPI_Recv(rbuf, n, MPI_INT, (rank + size - 1) % size, 0, MPI_COMM_WORLD, "
+                       "MPI_STATUS_IGNORE);")
+            if send_waits_for_receiver(sform, count):
+                p.set_truth("deadlock", range(np_), {rk: SEND_FORMS[sform][0] for rk in range(np_)})
+            else:
+                p.set_truth("no-hang", [], {rk: "exited" for rk in range(np_)})
+            yield p
+
+
+# Completing several requests: the call that waits, and how it is looped
+# until both requests are done.
+COMPLETIONS = {
+    "waitall": ("MPI_Waitall", "MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);"),
+    "wait_each": ("MPI_Wait", "MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);\n    MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);"),
+    "waitany": ("MPI_Waitany", "for (int k = 0; k < 2; ++k) MPI_Waitany(2, reqs, &index, MPI_STATUS_IGNORE);"),
+    "waitsome": ("MPI_Waitsome", "for (int k = 0; k < 2; k += outcount) "
+                 "MPI_Waitsome(2, reqs, &outcount, indices, MPI_STATUSES_IGNORE);"),
+    "testall": ("MPI_Testall", "for (flag = 0; !flag;) MPI_Testall(2, reqs, &flag, MPI_STATUSES_IGNORE);"),
+    "testany": ("MPI_Testany", "for (int k = 0; k < 2;) { MPI_Testany(2, reqs, &index, &flag, MPI_STATUS_IGNORE); "
+                "if (flag && index != MPI_UNDEFINED) ++k; }"),
+    "testsome": ("MPI_Testsome", "for (int k = 0; k < 2;) { MPI_Testsome(2, reqs, &outcount, indices, "
+                 "MPI_STATUSES_IGNORE); if (outcount != MPI_UNDEFINED) k += outcount; }"),
+}
+
+
+def partial():
+    """Rank 0 receives from ranks 1 and 2 at once and completes both; rank 1
+    sends, rank 2 never does (it computes, or finishes)."""
+    for comp, (op, code) in COMPLETIONS.items():
+        for action in ("compute", "finish"):
+            np_ = 3
+            name = "partial_%s_%s" % (comp, action)
+            p = Program("partial", name, np_, "Rank 0 posts receives from ranks 1 and 2 and completes them (%s); "
+                        "rank 1 sends, rank 2 never does: it %s." % (comp, "computes" if action == "compute"
+                                                                      else "finishes"))
+            p.branch("rank == 0", "MPI_Irecv(rbuf, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, &reqs[0]);\n"
+                     "    MPI_Irecv(rbuf + 1, 1, MPI_INT, 2, 0, MPI_COMM_WORLD, &reqs[1]);\n    " + code)
+            p.branch("rank == 1", "MPI_Send(sbuf, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);")
+            p.branch("rank == 2", ACTIONS[action][1])
+            p.set_truth("hang", [2], {0: op, 1: "MPI_Barrier", 2: ACTIONS[action][0]},
+                        "without sending" if action == "finish" else "never sent")
+            yield p
+
+
+FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial]
+
+
+def programs():
+    seen = set()
+    for family in FAMILIES:
+        for p in family():
+            assert p.name not in seen, p.name
+            seen.add(p.name)
+            yield p
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "--list":
+        for p in programs():
+            print(p.name, p.family, p.np)
+        return 0
+    if len(argv) != 2 or argv[1].startswith("-"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    out = argv[1]
+    os.makedirs(out, exist_ok=True)
+    lines = []
+    for p in programs():
+        text = p.source()
+        path = os.path.join(out, p.name + ".c")
+        old = open(path).read() if os.path.exists(path) else None
+        if old != text:  # unchanged programs keep their time stamps (no rebuild)
+            with open(path, "w") as f:
+                f.write(text)
+        lines.append("%s %s %s" % (p.name, p.family, p.truth_line()))
+    with open(os.path.join(out, "catalogue.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

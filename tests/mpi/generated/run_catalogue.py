@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Build, run and check the generated catalogue of MPI bug programs.
+
+Each program (gen_catalogue.py writes them) runs traced under the real
+mpirun until it ends, or until every rank has its file and has had time to
+get stuck; then `hangtrace analyze` reads the job, twice half a second apart
+as --interval does (once when the job has ended), and its JSON is checked
+against the program's truth: the verdict, the culprits, the call (or state)
+of each rank, and the words the reasons must say.
+
+  run_catalogue.py --build BUILD                  every program
+  run_catalogue.py --build BUILD --sample 2       two of each family (ctest)
+  run_catalogue.py --build BUILD --family cycle   one family
+  run_catalogue.py --build BUILD --only NAME      one program, its report shown
+
+Exit status: 0 every program right, 1 some wrong, 2 usage or build error.
+"""
+import argparse
+import concurrent.futures
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def parse_truth(line):
+    """'name family TRUTH np=.. verdict=.. culprits=.. ops=.. [words=..]'"""
+    fields = line.split()
+    t = {"name": fields[0], "family": fields[1], "culprits": set(), "ops": {}, "words": ""}
+    for field in fields[3:]:
+        key, _, value = field.partition("=")
+        if key == "np":
+            t["np"] = int(value)
+        elif key == "verdict":
+            t["verdict"] = value
+        elif key == "culprits":
+            t["culprits"] = {int(x) for x in value.split(",") if x}
+        elif key == "ops":
+            for item in filter(None, value.split(",")):
+                rank, _, ops = item.partition(":")
+                t["ops"][int(rank)] = set(ops.split("|"))
+        elif key == "words":
+            t["words"] = value.replace("~", " ")
+    return t
+
+
+def sample(programs, k):
+    """k programs of each family, spread over it (the same ones every time)."""
+    by_family = {}
+    for p in programs:
+        by_family.setdefault(p["family"], []).append(p)
+    chosen = []
+    for family in by_family.values():
+        step = max(1, len(family) // k)
+        chosen += family[::step][:k]
+    return chosen
+
+
+def build(programs, src_dir, bin_dir, jobs):
+    os.makedirs(bin_dir, exist_ok=True)
+
+    def one(p):
+        src, exe = os.path.join(src_dir, p["name"] + ".c"), os.path.join(bin_dir, p["name"])
+        if os.path.exists(exe) and os.path.getmtime(exe) >= os.path.getmtime(src):
+            return None
+        r = subprocess.run(["mpicc", "-g", "-O1", "-o", exe, src], capture_output=True, text=True)
+        return None if r.returncode == 0 else "%s: %s" % (p["name"], r.stderr.strip())
+
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        errors = [e for e in pool.map(one, programs) if e]
+    return errors
+
+
+def rank_places(report):
+    """Each rank's call (when in one) or state, from the report's groups."""
+    places = {}
+    for g in report.get("groups", []):
+        place = g.get("api") if g.get("state") == "in_call" else g.get("state")
+        for r in g.get("rank_list", []):
+            places[r] = place
+    return places
+
+
+def judge(t, report):
+    wrong = []
+    if report.get("verdict") != t["verdict"]:
+        wrong.append("verdict %s, want %s" % (report.get("verdict"), t["verdict"]))
+    culprits = {c["rank"] for c in report.get("culprits", [])}
+    if culprits != t["culprits"]:
+        wrong.append("culprits %s, want %s" % (sorted(culprits), sorted(t["culprits"])))
+    places = rank_places(report)
+    for rank, ops in sorted(t["ops"].items()):
+        if places.get(rank) not in ops:
+            wrong.append("rank %d in %s, want %s" % (rank, places.get(rank), "|".join(sorted(ops))))
+    reasons = " | ".join([report.get("summary", "")] + [c.get("why", "") for c in report.get("culprits", [])])
+    if t["words"] and t["words"] not in reasons:
+        wrong.append("the reasons lack %r" % t["words"])
+    return wrong
+
+
+def run_one(t, exe, hangtrace, settle):
+    """Run one program traced; return (its analysis as JSON, the text report)."""
+    folder = tempfile.mkdtemp(prefix="ht-cat-")
+    env = dict(os.environ, **MPI_AS_ROOT)
+    job = subprocess.Popen(["mpirun", "-np", str(t["np"]), "--oversubscribe", hangtrace, "run", "--dir", folder,
+                            "--job", "cat", "--timeout", "0", exe],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        # Until it ends, or every rank has its file and has had time to get stuck.
+        deadline, stuck_at = time.time() + 30, None
+        while job.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+            if stuck_at is None and len(glob.glob(folder + "/cat/*.htrace")) >= t["np"]:
+                stuck_at = time.time() + settle
+            if stuck_at is not None and time.time() >= stuck_at:
+                break
+        ended = job.poll() is not None
+        look = [hangtrace, "analyze", folder + "/cat"] + ([] if ended else ["--interval", "0.5"])
+        out = subprocess.run(look + ["--format", "json"], capture_output=True, text=True)
+        try:
+            report = json.loads(out.stdout)
+        except ValueError:
+            report = {"verdict": "(no JSON: exit %d: %s)" % (out.returncode, out.stderr.strip()[:300])}
+        text = subprocess.run(look, capture_output=True, text=True).stdout if not ended else \
+            subprocess.run([hangtrace, "analyze", folder + "/cat"], capture_output=True, text=True).stdout
+        return report, text
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build", required=True, help="the build folder (bin/hangtrace; programs go to tests/generated)")
+    ap.add_argument("--family", action="append", default=[], help="only this family (repeatable)")
+    ap.add_argument("--only", action="append", default=[], help="only this program (repeatable); shows its report")
+    ap.add_argument("--sample", type=int, default=0, help="only this many programs of each family")
+    ap.add_argument("--settle", type=float, default=1.5, help="seconds to wait once every rank has its file")
+    ap.add_argument("--results", help="write each program's line here")
+    args = ap.parse_args()
+
+    hangtrace = os.path.join(args.build, "bin", "hangtrace")
+    if not os.access(hangtrace, os.X_OK):
+        print("run_catalogue: no %s: build first" % hangtrace, file=sys.stderr)
+        return 2
+    if not shutil.which("mpicc") or not shutil.which("mpirun"):
+        print("run_catalogue: mpicc and mpirun are needed (./scripts/setup.sh installs Open MPI)", file=sys.stderr)
+        return 2
+    src_dir = os.path.join(args.build, "tests", "generated")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "gen_catalogue.py"), src_dir])
+    if r.returncode != 0:
+        return 2
+    programs = [parse_truth(line) for line in open(os.path.join(src_dir, "catalogue.txt")) if line.strip()]
+    if args.family:
+        unknown = set(args.family) - {p["family"] for p in programs}
+        if unknown:
+            print("run_catalogue: no family %s" % ", ".join(sorted(unknown)), file=sys.stderr)
+            return 2
+        programs = [p for p in programs if p["family"] in args.family]
+    if args.only:
+        programs = [p for p in programs if p["name"] in args.only]
+        if len(programs) != len(set(args.only)):
+            print("run_catalogue: not every --only names a program (gen_catalogue.py --list)", file=sys.stderr)
+            return 2
+    if args.sample:
+        programs = sample(programs, args.sample)
+
+    bin_dir = os.path.join(src_dir, "bin")
+    print("building %d programs ..." % len(programs), flush=True)
+    errors = build(programs, src_dir, bin_dir, os.cpu_count() or 2)
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 2
+
+    score, lines = {}, []
+    start = time.time()
+    for i, t in enumerate(programs):
+        report, text = run_one(t, os.path.join(bin_dir, t["name"]), hangtrace, args.settle)
+        wrong = judge(t, report)
+        right, total = score.get(t["family"], (0, 0))
+        score[t["family"]] = (right + (not wrong), total + 1)
+        line = "[%3d/%d] %-48s %s" % (i + 1, len(programs), t["name"], "right" if not wrong else
+                                      "WRONG: " + "; ".join(wrong))
+        print(line, flush=True)
+        lines.append(line)
+        if wrong and (args.only or len(programs) <= 4):
+            print(text)
+            print("summary: " + report.get("summary", ""))
+    print("\n%-18s %s" % ("family", "right"))
+    for family, (right, total) in score.items():
+        print("%-18s %d of %d" % (family, right, total))
+    right = sum(r for r, _ in score.values())
+    print("%-18s %d of %d (%.0f s)" % ("all", right, len(programs), time.time() - start))
+    if args.results:
+        with open(args.results, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0 if right == len(programs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
