@@ -338,6 +338,38 @@ void LockCycleBlame(BlameContext& ctx, int comp) {
 
 std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender);  // below
 
+// --- a cycle of receives ------------------------------------------------------------------------
+// Every rank of a cycle waits for messages, and for all of them (a blocking
+// receive or probe, or Wait/Waitall/Testall on receives): each needs a
+// message from the next, which cannot send while it waits. A deadlock even
+// when some of them also wait for ranks outside the cycle (that rank 2 never
+// sent what rank 0 also waits for releases neither). A send can complete
+// alone (eager) and an OR wait by another request: such cycles are judged
+// only as sinks (p2p-cycle).
+
+bool WaitsForMessagesOnly(const Job& job, const RankView& v) {
+  if (v.state != RankState::kInCall || v.current.from_stacks) return false;
+  const CallPoint& c = v.current;
+  if (c.op == fmt::Op::kRecv || c.op == fmt::Op::kProbe) return c.recv_peer == fmt::kNoPeer && c.peer >= 0;
+  if (c.op != fmt::Op::kWait || CompletesAnyOf(job, c) || v.pending.empty()) return false;
+  for (const CallPoint& p : v.pending) {
+    if (p.op != fmt::Op::kRecv || p.peer < 0) return false;
+  }
+  return true;
+}
+
+bool ReceiveCycleApplies(const BlameContext& ctx, int comp) {
+  if (!ctx.comps.cyclic[size_t(comp)]) return false;
+  for (int g : ctx.comps.members[size_t(comp)]) {
+    for (int32_t r : ctx.classes.groups[size_t(g)].ranks.Ranks()) {
+      if (!WaitsForMessagesOnly(ctx.job, ctx.job.ranks[size_t(r)])) return false;
+    }
+  }
+  return true;
+}
+
+void P2pCycleBlame(BlameContext& ctx, int comp);  // below: the same cycle, walked and named
+
 bool P2pCycleApplies(const BlameContext& ctx, int comp) {
   if (!ctx.comps.cyclic[size_t(comp)]) return false;
   for (int g : ctx.comps.members[size_t(comp)]) {
@@ -523,13 +555,19 @@ std::string NeverStarted(const Job& job, const RankView& v, int32_t* sender) {
 
 // Rank `v` waits in point-to-point for a peer that waits in a collective `v`
 // never entered. Either `v` skipped the collective, or the peer went on to
-// it without its half of the message. The trace tells them apart only by
-// history: when the two have exchanged on that stream before, the pattern
-// was "collective, then message" and `v` is the one that broke it (the
-// seed's hang: a rank skipped a broadcast into the next step's exchange).
-// With no exchange ever on the stream, nothing says which of the two
-// strayed: both are named, each with its side. True when it named them.
-bool BlameBothWithoutHistory(BlameContext& ctx, const RankView& v, const RankSet& in_scc) {
+// it without its half of the message. Only history tells them apart: when
+// the two exchanged on that communicator before (on any tag), the call
+// either made before its current one says which came first in a step:
+// - a message between the two (not the one waited for): the step was
+//   "collective, then message"; `v` went from one message to the next and
+//   skipped the collective between (the seed's hang: a broadcast skipped
+//   into the next step's exchange). False: the caller names `v`.
+// - the collective's previous instance: the step was "message, then
+//   collective"; the peer went on without its half. It alone is named.
+// Otherwise, or with no exchange ever on the communicator, nothing says
+// which of the two strayed: both are named, each with its side. True when
+// it named.
+bool BlameByStepOrder(BlameContext& ctx, const RankView& v, const RankSet& in_scc) {
   const Job& job = ctx.job;
   const CallPoint* recv = WaitedReceive(v);
   const CallPoint* send = v.current.op == fmt::Op::kSend ? &v.current : nullptr;
@@ -544,19 +582,39 @@ bool BlameBothWithoutHistory(BlameContext& ctx, const RankView& v, const RankSet
   if (peer < 0 || !in_scc.Contains(peer)) return false;
   const RankView& p = job.ranks[size_t(peer)];
   if (p.state != RankState::kInCall || !IsCollective(p.current)) return false;
-  const P2pTraffic* mine = v.Traffic(c->comm, c->peer, c->tag);
-  const P2pTraffic* theirs = p.Traffic(c->comm, CommRankOf(job, c->comm, v.rank), c->tag);
-  const bool history = recv ? (mine && mine->received) || (theirs && theirs->sent)
-                            : (mine && mine->sent > 1) || (theirs && theirs->received);
-  if (history) return false;
+  // Exchanged on the communicator before, on any tag (mpi4py's object
+  // collectives take a new tag for each call).
+  uint64_t v_sent = 0, v_received = 0, p_sent = 0, p_received = 0;
+  const int32_t v_there = CommRankOf(job, c->comm, v.rank);
+  for (const P2pTraffic& t : v.p2p) {
+    if (t.comm == c->comm && t.peer == c->peer) v_sent += t.sent, v_received += t.received;
+  }
+  for (const P2pTraffic& t : p.p2p) {
+    if (t.comm == c->comm && t.peer == v_there) p_sent += t.sent, p_received += t.received;
+  }
+  const bool history = recv ? v_received || p_sent : v_sent > 1 || p_received;
   const std::string call = DescribeReceive(job, v, *c);
+  const std::string peer_side = std::string(recv ? "never sent what rank " : "never received what rank ") +
+                                std::to_string(v.rank) + (recv ? " waits for in " : " sends it in ") + call +
+                                "; it is in " + DescribeCall(job, p.current);
+  // A message between the two of the step before (not the one waited for)
+  // just before, or the collective's previous instance.
+  auto message_before = [&](const CallPoint& b, int32_t between) {
+    return b.valid && b.comm == c->comm && IsP2p(b) && b.peer == between && !(b.op == c->op && b.seq == c->seq);
+  };
+  auto collective_before = [&](const CallPoint& b) {
+    return b.valid && IsCollective(b) && b.comm == p.current.comm && b.seq + 1 == p.current.seq;
+  };
+  if (history && (message_before(v.previous, c->peer) || message_before(p.previous, v_there))) return false;
+  if (history && (collective_before(v.previous) || collective_before(p.previous))) {
+    ctx.Blame(peer, peer_side + " (in the steps before, the message came before the collective)");
+    return true;
+  }
   const std::string either = " (nothing in the trace says which strayed: rank " + std::to_string(v.rank) +
                              " never entered " + DescribeCall(job, p.current) + ", or rank " +
                              std::to_string(peer) + " went on to it " +
                              (recv ? "without sending" : "without receiving") + ")";
-  ctx.Blame(peer, std::string(recv ? "never sent what rank " : "never received what rank ") +
-                      std::to_string(v.rank) + (recv ? " waits for in " : " sends it in ") + call + "; it is in " +
-                      DescribeCall(job, p.current) + either);
+  ctx.Blame(peer, peer_side + either);
   ctx.Blame(v.rank, ctx.NeverEntered(v.rank) + "; now in " + call + either);
   return true;
 }
@@ -600,7 +658,7 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
         ctx.Blame(r, mismatch);
         continue;
       }
-      if (BlameBothWithoutHistory(ctx, v, in_scc)) continue;
+      if (BlameByStepOrder(ctx, v, in_scc)) continue;
       ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current) + WildcardRace(ctx.job, v));
     }
   }
@@ -672,6 +730,8 @@ const BlameRule kBlameRules[] = {
     {"everyone-entered", "a sink class whose peers are all in the call with it", EveryoneEnteredApplies,
      EveryoneEnteredBlame},
     {"lock-cycle", "a cycle through a file lock and the call its holder waits in", LockCycleApplies, LockCycleBlame},
+    {"receive-cycle", "a cycle of ranks that each wait for all their messages, also beyond sinks",
+     ReceiveCycleApplies, P2pCycleBlame, true},
     {"p2p-cycle", "a cycle of point-to-point waits", P2pCycleApplies, P2pCycleBlame},
     {"skipped-into-p2p", "a cycle through a collective and point-to-point waits", SkippedIntoP2pApplies,
      SkippedIntoP2pBlame},

@@ -254,6 +254,17 @@ bool WaitsForAFinishedPeer(const Job& job, const RankView& o) {
 }
 }  // namespace
 
+bool CompletesAnyOf(const Job& job, const CallPoint& c) {
+  if (!(c.call_flags & fmt::kCallCompletion)) return false;
+  std::string name = job.names[c.name];  // MPI_Waitany, or Fortran's MPI_WAITANY
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  auto ends = [&](const char* s) {
+    const size_t n = strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return ends("any") || ends("some");
+}
+
 const CallPoint* WaitsOn(const Job& job, const RankView& o, int32_t rank) {
   const CallPoint& c = o.current;
   if (o.state != RankState::kInCall) return nullptr;
@@ -308,6 +319,20 @@ RankSet WaitsFor(const Job& job, const RankView& v) {
     for (const CallPoint& p : v.pending) {
       if (IsCollective(p) && p.seq) out.Merge(Behind(job, p.comm, p.seq));
       else if (int32_t peer = job.CommByRank(p.comm, p.peer); peer >= 0) out.Add(peer);
+    }
+    // Waitany/Waitsome/Testany/Testsome return when any one request
+    // completes (an OR node, as MUST's AND/OR wait-for graphs have it): a
+    // rank that can still act (computes, is stopped, or unseen) releases it
+    // alone, so the rank waits for those only, never for its blocked
+    // targets, and is in no cycle through them. With none, every target
+    // is blocked and the rank waits for all of them.
+    if (CompletesAnyOf(job, c) && v.pending.size() > 1) {
+      RankSet free;
+      for (int32_t r : out.Ranks()) {
+        const RankState s = job.ranks[size_t(r)].state;
+        if (s == RankState::kCompute || s == RankState::kStopped || s == RankState::kMissing) free.Add(r);
+      }
+      if (!free.Empty()) return free;
     }
   }
   return out;
@@ -627,8 +652,8 @@ std::string BlameContext::NeverEntered(int32_t rank) const {
 
 void ApplyBlameRules(BlameContext* ctx) {
   for (size_t s = 0; s < ctx->comps.members.size(); ++s) {
-    if (!ctx->comps.sink[s]) continue;
     for (size_t r = 0; r < kNumBlameRules; ++r) {
+      if (!ctx->comps.sink[s] && !kBlameRules[r].beyond_sinks) continue;
       if (kBlameRules[r].applies(*ctx, int(s))) {
         kBlameRules[r].blame(*ctx, int(s));
         break;

@@ -35,6 +35,10 @@ Classes Classify(const Job& job);
 // The ranks whose position moved between `earlier` and `job`.
 RankSet FindProgress(const Job& job, const Job& earlier);
 
+// Waitany, Waitsome, Testany, Testsome (C or Fortran): the call returns
+// when any one of its requests completes.
+bool CompletesAnyOf(const Job& job, const CallPoint& c);
+
 // Who each rank in a call waits for (world ranks; missing ones count).
 RankSet WaitsFor(const Job& job, const RankView& v);
 // The call through which `o` waits for `rank` (its own, or a request its
@@ -127,6 +131,8 @@ struct BlameRule {
   const char* when;   // one line: the components it is for
   bool (*applies)(const BlameContext&, int component);
   void (*blame)(BlameContext&, int component);
+  // Tried on components that wait on others too, not only on sinks.
+  bool beyond_sinks = false;
 };
 extern const BlameRule kBlameRules[];
 extern const size_t kNumBlameRules;

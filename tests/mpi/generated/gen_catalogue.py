@@ -18,6 +18,7 @@ them.
 
   gen_catalogue.py OUT_DIR            write every program and OUT_DIR/catalogue.txt
   gen_catalogue.py --list             one line per program: name family np
+  gen_catalogue.py --families         the families, separated by ';' (for CMake)
 """
 import os
 import sys
@@ -466,7 +467,164 @@ def partial():
             yield p
 
 
-FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial]
+def any_of():
+    """Rank 0 receives from ranks 1 and 2 at once and completes either (an
+    OR wait: Waitany, Waitsome, Testany, Testsome), then sends to the rank
+    that waits for it; that rank waits in a receive from rank 0, the other
+    computes. The computing rank alone could release rank 0: it is the
+    culprit, and rank 0 with the waiting rank is no cycle. With Waitall or
+    Testall (an AND wait) rank 0 needs both: it and the waiting rank are a
+    deadlock whatever the computing rank does (which owes rank 0 too)."""
+    completions = {"waitany": ("MPI_Waitany", "MPI_Waitany(2, reqs, &index, MPI_STATUS_IGNORE);"),
+                   "waitsome": ("MPI_Waitsome", "MPI_Waitsome(2, reqs, &outcount, indices, MPI_STATUSES_IGNORE);"),
+                   "testany": ("MPI_Testany", "for (flag = 0; !flag;) MPI_Testany(2, reqs, &index, &flag, "
+                               "MPI_STATUS_IGNORE);"),
+                   "testsome": ("MPI_Testsome", "for (outcount = 0; outcount == 0;) MPI_Testsome(2, reqs, &outcount, "
+                                "indices, MPI_STATUSES_IGNORE);"),
+                   "waitall": ("MPI_Waitall", "MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);"),
+                   "testall": ("MPI_Testall", "for (flag = 0; !flag;) MPI_Testall(2, reqs, &flag, "
+                               "MPI_STATUSES_IGNORE);")}
+    for comp, (op, code) in completions.items():
+        for computing in (1, 2):
+            waiting = 3 - computing
+            np_ = 3
+            name = "any_of_%s_rank%d_computes" % (comp, computing)
+            p = Program("any-of", name, np_, "Rank 0 receives from ranks 1 and 2 and completes them (%s), then sends "
+                        "to rank %d, which waits for it; rank %d computes." % (comp, waiting, computing))
+            p.branch("rank == 0", "MPI_Irecv(rbuf, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, &reqs[0]);\n"
+                     "    MPI_Irecv(rbuf + 1, 1, MPI_INT, 2, 0, MPI_COMM_WORLD, &reqs[1]);\n    " + code +
+                     "\n    MPI_Send(sbuf, 1, MPI_INT, %d, 1, MPI_COMM_WORLD);" % waiting)
+            p.branch("rank == %d" % waiting, "MPI_Recv(rbuf, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);")
+            p.branch("rank == %d" % computing, ACTIONS["compute"][1])
+            ops = {0: op, waiting: "MPI_Recv", computing: "compute"}
+            if comp.endswith("all"):  # the computing rank also owes rank 0 its message
+                p.set_truth("deadlock", [0, waiting, computing], ops)
+            else:
+                p.set_truth("hang", [computing], ops, "never sent")
+            yield p
+
+
+def step_order():
+    """Three steps of a collective and a message from rank 0 to rank 1, in
+    one order or the other; in the third step one rank strays: it skips the
+    collective (and waits for the message), or skips its half of the message
+    (and waits in the collective). The steps before show the order, so the
+    one that strayed is the culprit alone (no exchange before: see
+    recv_unmatched's barrier action, where both are named)."""
+    # Collectives no rank leaves before every rank entered (a broadcast's root
+    # may: then what the others meet next decides, not this family's rule).
+    colls = [c for c in all_collectives() if not c.nonblocking and c.base in ("Barrier", "Allreduce", "Alltoall")]
+    for coll in colls:
+        for order in ("coll_first", "msg_first"):
+            for strays in ("sender", "receiver"):
+                for sform, rform in (("send", "recv"), ("ssend", "recv"), ("send", "probe"), ("ssend", "irecv_wait")):
+                    # A standard send of one int completes alone: a sender that
+                    # skips the collective is not stuck in its send.
+                    if strays == "sender" and order == "coll_first" and sform == "send":
+                        continue
+                    if strays == "receiver" and order == "msg_first" and sform == "send":
+                        continue
+                    np_ = 3
+                    name = "step_order_%s_%s_%s_strays_%s_%s" % (coll.name[4:].lower(), order, sform, strays, rform)
+                    send = SEND_FORMS[sform][1].format(peer=1, tag=0, comm="MPI_COMM_WORLD")
+                    recv = RECV_FORMS[rform][1].format(peer=0, tag=0, comm="MPI_COMM_WORLD")
+                    msg = {0: send, 1: recv, 2: ""}
+                    stray_rank = 0 if strays == "sender" else 1
+                    # Coll first: the stray skips the collective. Message first:
+                    # it skips its half of the message.
+                    what = "the collective" if order == "coll_first" else "its half of the message"
+                    p = Program("step-order", name, np_,
+                                "Three steps of %s and a message from rank 0 to rank 1 (%s, %s), %s; in the "
+                                "third, rank %d skips %s." % (coll.name, sform, rform,
+                                                              "the collective first" if order == "coll_first"
+                                                              else "the message first", stray_rank, what))
+                    p.setup.append(ARRAYS)
+                    body = []
+                    for rk in range(np_):
+                        parts = []
+                        skip = "if (step < 2 || rank != %d) " % stray_rank
+                        c_code = coll.code().replace("\n", "\n      ")
+                        m_code = msg[rk].replace("\n", "\n      ")
+                        c_part = (skip if order == "coll_first" and rk == stray_rank else "") + "{ " + c_code + " }"
+                        m_part = ((skip if order == "msg_first" and rk == stray_rank else "") + "{ " + m_code + " }"
+                                  if m_code else "")
+                        parts = [c_part, m_part] if order == "coll_first" else [m_part, c_part]
+                        body.append("if (rank == %d) {\n      %s\n    }" % (rk, "\n      ".join(x for x in parts if x)))
+                    p.branch("1", "for (int step = 0; step < 3; ++step) {\n    " + " else ".join(body) + "\n    }")
+                    other = 1 - stray_rank
+                    if order == "coll_first":  # the stray skipped the collective: it waits in its message
+                        ops = {stray_rank: RECV_FORMS[rform][0] if stray_rank == 1 else SEND_FORMS[sform][0],
+                               other: coll.name, 2: coll.name}
+                        words = "never entered"
+                    else:  # the stray skipped its half: it waits in the collective
+                        ops = {stray_rank: coll.name, other: RECV_FORMS[rform][0] if other == 1
+                               else SEND_FORMS[sform][0], 2: coll.name + "|MPI_Barrier"}
+                        words = "never sent" if strays == "sender" else "never received"
+                    p.set_truth("hang", [stray_rank], ops, words)
+                    yield p
+
+
+# mpi4py: the object API (pickled; mpi4py builds some of it from sends and
+# receives on a communicator of its own) and the buffer API (the MPI call).
+PY_COLLECTIVES = {
+    "barrier": "c.barrier()", "bcast": "c.bcast(step, root=0)", "reduce": "c.reduce(step, op=MPI.SUM, root=0)",
+    "allreduce": "c.allreduce(step)", "gather": "c.gather(step, root=0)",
+    "scatter": "c.scatter(list(range(size)) if rank == 0 else None, root=0)", "allgather": "c.allgather(step)",
+    "alltoall": "c.alltoall(list(range(size)))",
+    "Barrier": "c.Barrier()", "Bcast": "c.Bcast(one, root=0)", "Reduce": "c.Reduce(one, out, op=MPI.SUM, root=0)",
+    "Allreduce": "c.Allreduce(one, out)", "Gather": "c.Gather(one, many, root=0)",
+    "Scatter": "c.Scatter(many, one, root=0)", "Allgather": "c.Allgather(one, many)", "Alltoall": "c.Alltoall(many, many2)",
+}
+
+
+class PyProgram(Program):
+    """An mpi4py program (Debian's python3-mpi4py): three steps of a
+    collective on a duplicate of world, then a barrier on world."""
+
+    def source(self):
+        out = ["# Generated by tests/mpi/generated/gen_catalogue.py (family %s): do not edit." % self.family]
+        out += ["# " + line for line in self.story.split("\n")]
+        out.append("# " + self.truth_line())
+        out.append(PY_PRELUDE)
+        out += ["    " + line for line in self.setup]
+        return "\n".join(out) + "\n"
+
+
+PY_PRELUDE = """import array
+import time
+from mpi4py import MPI
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+c = world.Dup()
+one, out = array.array("i", [rank]), array.array("i", [0])
+many, many2 = array.array("i", range(size)), array.array("i", [0] * size)
+for step in range(3):"""
+
+
+def mpi4py_skip():
+    """Three steps of an mpi4py collective (object or buffer API) on a
+    duplicate of world, each followed by a barrier on world; in the third
+    step rank 2 skips the collective: it computes, or goes on to the
+    barrier (the seed's hang, in Python)."""
+    for coll, code in PY_COLLECTIVES.items():
+        # A broadcast's root and leaves may all leave it without rank 2 (its
+        # message unreceived) and meet it in the barrier: no hang to find.
+        for action in ("compute",) if coll.lower() == "bcast" else ("compute", "next"):
+            np_, s = 4, 2
+            api = "object" if coll[0].islower() else "buffer"
+            name = "mpi4py_%s_%s_%s" % (api, coll.lower(), action)
+            p = PyProgram("mpi4py-skip", name, np_, "Rank 2 skips comm.%s in the third step: it %s." %
+                          (coll, "computes" if action == "compute" else "goes on to the barrier on world"))
+            stray = "while True:\n            time.sleep(1)" if action == "compute" else "pass"
+            p.setup += ["if step == 2 and rank == %d:" % s, "    " + stray, "else:", "    " + code,
+                        "world.Barrier()"]
+            p.set_truth("hang", [s])
+            yield p
+
+
+FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
+            any_of, step_order, mpi4py_skip]
 
 
 def programs():
@@ -483,6 +641,9 @@ def main(argv):
         for p in programs():
             print(p.name, p.family, p.np)
         return 0
+    if len(argv) == 2 and argv[1] == "--families":
+        print(";".join(dict.fromkeys(p.family for p in programs())), end="")
+        return 0
     if len(argv) != 2 or argv[1].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
@@ -491,14 +652,19 @@ def main(argv):
     lines = []
     for p in programs():
         text = p.source()
-        path = os.path.join(out, p.name + ".c")
+        path = os.path.join(out, p.name + (".py" if isinstance(p, PyProgram) else ".c"))
         old = open(path).read() if os.path.exists(path) else None
         if old != text:  # unchanged programs keep their time stamps (no rebuild)
-            with open(path, "w") as f:
+            with open("%s.%d" % (path, os.getpid()), "w") as f:
                 f.write(text)
+            os.replace("%s.%d" % (path, os.getpid()), path)
         lines.append("%s %s %s" % (p.name, p.family, p.truth_line()))
-    with open(os.path.join(out, "catalogue.txt"), "w") as f:
+    # Written whole, then renamed: runs of several families at once (ctest -j)
+    # each read it while another may be writing it.
+    listing = os.path.join(out, "catalogue.txt")
+    with open("%s.%d" % (listing, os.getpid()), "w") as f:
         f.write("\n".join(lines) + "\n")
+    os.replace("%s.%d" % (listing, os.getpid()), listing)
     return 0
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Build, run and check the generated catalogue of MPI bug programs.
 
-Each program (gen_catalogue.py writes them) runs traced under the real
-mpirun until it ends, or until every rank has its file and has had time to
+Each program (gen_catalogue.py writes them: C, built with mpicc, or
+mpi4py, run by Debian's python3) runs traced under the real mpirun until it ends, or until every rank has its file and has had time to
 get stuck; then `hangtrace analyze` reads the job, twice half a second apart
 as --interval does (once when the job has ended), and its JSON is checked
 against the program's truth: the verdict, the culprits, the call (or state)
@@ -13,7 +13,8 @@ of each rank, and the words the reasons must say.
   run_catalogue.py --build BUILD --family cycle   one family
   run_catalogue.py --build BUILD --only NAME      one program, its report shown
 
-Exit status: 0 every program right, 1 some wrong, 2 usage or build error.
+Exit status: 0 every program right, 1 some wrong, 2 usage or build error,
+77 nothing to run (only mpi4py programs, and no mpi4py).
 """
 import argparse
 import concurrent.futures
@@ -28,6 +29,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-mpi4py (pyenv's first python3 has no mpi4py)
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
@@ -68,6 +70,8 @@ def build(programs, src_dir, bin_dir, jobs):
     os.makedirs(bin_dir, exist_ok=True)
 
     def one(p):
+        if p["python"]:
+            return None
         src, exe = os.path.join(src_dir, p["name"] + ".c"), os.path.join(bin_dir, p["name"])
         if os.path.exists(exe) and os.path.getmtime(exe) >= os.path.getmtime(src):
             return None
@@ -106,12 +110,12 @@ def judge(t, report):
     return wrong
 
 
-def run_one(t, exe, hangtrace, settle):
+def run_one(t, command, hangtrace, settle):
     """Run one program traced; return (its analysis as JSON, the text report)."""
     folder = tempfile.mkdtemp(prefix="ht-cat-")
     env = dict(os.environ, **MPI_AS_ROOT)
     job = subprocess.Popen(["mpirun", "-np", str(t["np"]), "--oversubscribe", hangtrace, "run", "--dir", folder,
-                            "--job", "cat", "--timeout", "0", exe],
+                            "--job", "cat", "--timeout", "0"] + command,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         # Until it ends, or every rank has its file and has had time to get stuck.
@@ -164,6 +168,8 @@ def main():
     if r.returncode != 0:
         return 2
     programs = [parse_truth(line) for line in open(os.path.join(src_dir, "catalogue.txt")) if line.strip()]
+    for p in programs:
+        p["python"] = os.path.exists(os.path.join(src_dir, p["name"] + ".py"))
     if args.family:
         unknown = set(args.family) - {p["family"] for p in programs}
         if unknown:
@@ -178,6 +184,13 @@ def main():
     if args.sample:
         programs = sample(programs, args.sample)
 
+    if any(p["python"] for p in programs) and subprocess.run(
+            [PYTHON, "-c", "import mpi4py"], capture_output=True).returncode != 0:
+        print("run_catalogue: %s has no mpi4py (./scripts/setup.sh installs python3-mpi4py): its programs are "
+              "skipped" % PYTHON, file=sys.stderr)
+        programs = [p for p in programs if not p["python"]]
+        if not programs:
+            return 77
     bin_dir = os.path.join(src_dir, "bin")
     print("building %d programs ..." % len(programs), flush=True)
     errors = build(programs, src_dir, bin_dir, os.cpu_count() or 2)
@@ -188,7 +201,10 @@ def main():
     score, lines = {}, []
     start = time.time()
     for i, t in enumerate(programs):
-        report, text = run_one(t, os.path.join(bin_dir, t["name"]), hangtrace, args.settle)
+        # A Python rank imports mpi4py first: more time before it can be stuck.
+        command = [PYTHON, os.path.join(src_dir, t["name"] + ".py")] if t["python"] else \
+            [os.path.join(bin_dir, t["name"])]
+        report, text = run_one(t, command, hangtrace, args.settle + (2.5 if t["python"] else 0))
         wrong = judge(t, report)
         right, total = score.get(t["family"], (0, 0))
         score[t["family"]] = (right + (not wrong), total + 1)
