@@ -371,8 +371,11 @@ def generate(calls, inc_name):
 # mpi_allreduce__, MPI_ALLREDUCE: mpif.h and `use mpi`) and under
 # ompi_allreduce_f, which `use mpi_f08`'s mpi_allreduce_f08 calls. Handles
 # are Fortran integers, made C handles with the MPI's own *_f2c.
-FORTRAN_KINDS = {"coll", "icoll", "send", "isend", "recv", "irecv", "sendrecv", "probe", "wait", "test", "create",
-                 "free", "init", "finalize"}
+FORTRAN_KINDS = {"coll", "icoll", "send", "isend", "recv", "irecv", "sendrecv", "probe", "iprobe", "mrecv", "imrecv",
+                 "psend", "precv", "start", "wait", "test", "create", "icreate", "creategrp", "free", "init",
+                 "finalize", "abort"}
+# Not wrapped for Fortran: MPI_Comm_set_name (its name is a CHARACTER with a
+# hidden length argument; a Fortran program's communicators keep their ids).
 # What a role's Fortran argument (a pointer to MPI_Fint) puts into the
 # record (handles through caches keyed by the Fortran integer: *_f2c is a
 # call into the MPI each time).
@@ -398,14 +401,14 @@ def fortran_params(c):
 def fortran_body(c):
     r = c.roles
     lines = []
-    if c.kind != "test":  # polled: no record of the call itself (as in C)
+    if c.kind not in ("test", "start"):  # polled, or no record of its own (as in C)
         for role, _ in ROLE_CODE:
             if role in r and role in FORTRAN_ROLE:
                 lines.append(FORTRAN_ROLE[role].format(r[role]))
     call = "real(" + ", ".join(fortran_params(c)[0] + ["ierr"]) + ");"
     ok = "*ierr == MPI_SUCCESS"
     k = c.kind
-    if k in ("coll", "icoll", "create", "free"):
+    if k in ("coll", "icoll", "create", "icreate", "free"):
         if k == "free":
             lines.append(f"const MPI_Comm freed = FortranComm(*{r['freecomm']});")
         lines.append("r.seq = NextCollSeq(r.comm);")
@@ -413,8 +416,27 @@ def fortran_body(c):
         lines.append("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);")
     elif k in ("recv", "irecv"):
         lines.append("SequenceReceive(r);")
-    if k in ("icoll", "isend", "irecv"):
+    elif k in ("mrecv", "imrecv"):
+        lines.append("MatchedReceive(r);")
+    if k in ("icoll", "isend", "irecv", "imrecv"):
         return "\n".join(lines + [call, f"if ({ok}) Posted(r, FortranRequest(*{r['request']}));"])
+    if k == "iprobe":  # polled, as in C
+        return "\n".join(lines + [call, f"if ({ok} && !*{r['flag']}) NotePolling(r);", "else EndPolling();"])
+    if k in ("psend", "precv"):
+        return "\n".join(lines + [call, f"if ({ok}) PersistentMade(r, FortranRequest(*{r['request']}));"])
+    if k == "start":
+        if "request" in r:
+            return "\n".join(lines + [call, f"if ({ok}) PersistentStarted(FortranRequest(*{r['request']}));"])
+        return "\n".join(lines + [call, f"if ({ok}) {{",
+                                   f"  for (int k = 0; k < *{r['nreq']}; ++k) "
+                                   f"PersistentStarted(FortranRequest({r['requests']}[k]));", "}"])
+    if k == "icreate":
+        return "\n".join(lines + [call, f"if ({ok}) {{",
+                                   f"  CommCreated(r.call, FortranComm(*{r['comm']}), FortranComm(*{r['newcomm']}), "
+                                   "-1, -1, true, true);",
+                                   f"  Posted(r, FortranRequest(*{r['request']}));", "}"])
+    if k == "abort":
+        return "\n".join(lines + ["CallBegin(r);  // never ended: the process is going away", call])
     if k == "sendrecv":
         lines += ["fmt::Record recv = r;", "recv.seq = 0;", "recv.flags = 0;",
                   f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", "SequenceReceive(recv);",
@@ -430,13 +452,14 @@ def fortran_body(c):
                   (f"*{r['provided']}" if "provided" in r else "MPI_THREAD_SINGLE") + ");"]
     else:
         lines += ["bool rec = CallBegin(r);", call]
-    if k == "recv":
+    if k in ("recv", "mrecv"):
         lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
-    if k == "create":
+    if k in ("create", "creategrp"):
         color = f"*{r['color']}" if "color" in r else "-1"
         key = f"*{r['key']}" if "key" in r else "-1"
+        collective = "true" if k == "create" else "false"
         lines.append(f"if ({ok}) CommCreated(r.call, FortranComm(*{r['comm']}), FortranComm(*{r['newcomm']}), "
-                     f"{color}, {key}, true, false);")
+                     f"{color}, {key}, {collective}, false);")
     if k == "free":
         lines.append(f"if ({ok}) CommFreeing(freed);")
     lines.append("CallEnd(r, *ierr, rec);")
@@ -466,7 +489,8 @@ def generate_fortran(calls):
         out.append(f"using {fn}_t = void({params});")
         out.append(f"static void {fn}({fn}_t* real, {params}) {{")
         out.append(f"  if (!Tracing()) return real(" + ", ".join(names + ["ierr"]) + ");")
-        out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+        if c.kind != "start":  # the requests it starts are posted as made by *_init
+            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
         out.append(indent(fortran_body(c)))
         out.append("}")
         symbols = [lower + "_", lower, lower + "__", c.name.upper(), "ompi_" + lower[len("mpi_"):] + "_f"]

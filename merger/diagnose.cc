@@ -907,8 +907,22 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   } else {
     v = Verdict::kHang;
   }
+  // The culprits, decided here once. Two reads: a rank that moved in
+  // between is slow, never a culprit. A rank with no trace file is a
+  // culprit only when nothing else explains the hang: beside a culprit the
+  // traces convict, it is unseen (its node did not answer, its file is
+  // lost), and said so on a line of its own.
+  if (d->compared) {
+    for (int32_t r : d->progressing.Ranks()) ctx->culprits.erase(r);
+  }
+  const bool convicted = std::any_of(ctx->culprits.begin(), ctx->culprits.end(), [&](const auto& rc) {
+    return job.ranks[size_t(rc.first)].state != RankState::kMissing;
+  });
   d->culprits.clear();
-  for (auto& [r, c] : ctx->culprits) d->culprits.push_back(c);
+  for (auto& [r, c] : ctx->culprits) {
+    if (convicted && job.ranks[size_t(r)].state == RankState::kMissing) d->unseen.Add(r);
+    else d->culprits.push_back(c);
+  }
   return v;
 }
 
@@ -1221,25 +1235,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
   d.cycle_ranks = ctx.cycle_ranks;
   d.verdict = DecideVerdict(job, &d, &ctx);
   d.below = ctx.found.below;
-  // Two reads: a rank that moved in between is slow, never a culprit.
-  if (d.compared) {
-    d.culprits.erase(std::remove_if(d.culprits.begin(), d.culprits.end(),
-                                    [&](const Culprit& c) { return d.progressing.Contains(c.rank); }),
-                     d.culprits.end());
-  }
-  // A rank with no trace file is a culprit only when nothing else explains
-  // the hang: beside a culprit the traces convict, it is unseen (its node
-  // did not answer, its file is lost), and said so on a line of its own.
-  RankSet unseen;
-  if (std::any_of(d.culprits.begin(), d.culprits.end(),
-                  [&](const Culprit& c) { return job.ranks[size_t(c.rank)].state != RankState::kMissing; })) {
-    for (const Culprit& c : d.culprits) {
-      if (job.ranks[size_t(c.rank)].state == RankState::kMissing) unseen.Add(c.rank);
-    }
-    d.culprits.erase(std::remove_if(d.culprits.begin(), d.culprits.end(),
-                                    [&](const Culprit& c) { return unseen.Contains(c.rank); }),
-                     d.culprits.end());
-  }
+  RankSet unseen = d.unseen;
   // Groups biggest first, then the sentence.
   std::stable_sort(d.groups.begin(), d.groups.end(), [](const Group& a, const Group& b) {
     if (a.ranks.Count() != b.ranks.Count()) return a.ranks.Count() > b.ranks.Count();

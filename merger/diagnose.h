@@ -67,6 +67,7 @@ struct Diagnosis {
   std::vector<std::vector<std::string>> cycles;   // each: its waits, in words
   std::vector<std::vector<int32_t>> cycle_ranks;  // each: its world ranks, in order
   RankSet progressing;                // moved since the earlier snapshot
+  RankSet unseen;                     // ranks without a file, not blamed beside a convicted culprit
   bool compared = false;              // an earlier snapshot was given
   bool ended = false;                 // every process of the job has ended (analyzed after the fact)
   // With no-hang: the evidence of it; with unknown: why the evidence cannot

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "merger/diagnose_stages.h"
@@ -180,11 +181,20 @@ TEST(Stages, EachRuleTakesItsCase) {
     JobBuilder b(2);  // each receives from the other
     b.InRecv(0, 1);
     b.InRecv(1, 0);
-    EXPECT_EQ(RuleFor(b.job, 0), "p2p-cycle");
+    EXPECT_EQ(RuleFor(b.job, 0), "receive-cycle");
     Diagnosis d = b.Run();
     EXPECT_EQ(d.verdict, Verdict::kDeadlock);
     ASSERT_EQ(d.cycles.size(), 1u);
     EXPECT_EQ(d.cycles[0].size(), 2u);
+  }
+  {
+    JobBuilder b(2);  // each sends to the other, synchronously
+    for (int32_t r : {0, 1}) {
+      b.job.ranks[size_t(r)].state = RankState::kInCall;
+      b.job.ranks[size_t(r)].current = b.Call("MPI_Ssend", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking, 0, 1, 1 - r);
+    }
+    EXPECT_EQ(RuleFor(b.job, 0), "p2p-cycle");
+    EXPECT_EQ(b.Run().verdict, Verdict::kDeadlock);
   }
   {
     JobBuilder b(2);  // 0 in MPI_Finalize while 1 receives from 0: finished, not waiting
@@ -199,16 +209,75 @@ TEST(Stages, EachRuleTakesItsCase) {
     EXPECT_EQ(d.culprits[0].rank, 0);
     EXPECT_NE(d.culprits[0].why.find("without sending what rank 1 waits for"), std::string::npos) << d.culprits[0].why;
   }
-  {
-    JobBuilder b(2);  // 0 in world #2 while 1 receives from 0: a cycle through a collective and p2p
+  // 0 in world #2 while 1 receives from 0: a cycle through a collective and
+  // p2p. Which strayed only history tells: with no message between them
+  // before, both are named; after one, the call each made just before says
+  // which came first in a step.
+  enum class Before { kNothing, kMessage, kCollective };
+  for (Before before : {Before::kNothing, Before::kMessage, Before::kCollective}) {
+    JobBuilder b(2);
     b.InColl(0, "MPI_Allreduce", 2);
     b.InRecv(1, 0);
+    b.job.ranks[1].current.seq = 2;
     b.SetEntered(1, 0, 1);
+    if (before != Before::kNothing) {
+      P2pTraffic t;
+      t.comm = 0, t.peer = 0, t.tag = 0, t.received = 1;
+      b.job.ranks[1].p2p.push_back(t);
+      b.job.ranks[1].previous = before == Before::kMessage
+                                    ? b.Call("MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking, 0, 1, 0)
+                                    : b.Call("MPI_Allreduce", fmt::Op::kAllreduce,
+                                             fmt::kCallCollective | fmt::kCallBlocking, 0, 1);
+    }
     EXPECT_EQ(RuleFor(b.job, 0), "skipped-into-p2p");
     Diagnosis d = b.Run();
-    ASSERT_EQ(d.culprits.size(), 1u);
-    EXPECT_EQ(d.culprits[0].rank, 1);  // never entered #2
+    std::set<int32_t> culprits;
+    for (const Culprit& c : d.culprits) culprits.insert(c.rank);
+    switch (before) {
+      case Before::kNothing:  // "rank 1 skipped #2" and "rank 0 went on without sending" alike
+        EXPECT_EQ(culprits, (std::set<int32_t>{0, 1}));
+        EXPECT_NE(d.culprits[0].why.find("nothing in the trace says which strayed"), std::string::npos);
+        break;
+      case Before::kMessage:  // a message, then this one: rank 1 skipped the collective between
+        EXPECT_EQ(culprits, (std::set<int32_t>{1}));
+        break;
+      case Before::kCollective:  // the collective, then this message: rank 0 went on without sending
+        EXPECT_EQ(culprits, (std::set<int32_t>{0}));
+        break;
+    }
   }
+}
+
+// Rank 0 waits in `completion` on receives from ranks 1 and 2; rank 1
+// waits in a receive from rank 0; rank 2 computes.
+Diagnosis WaitOnTwoWithOneInACycle(const std::string& completion) {
+  JobBuilder b(3);
+  RankView& v = b.job.ranks[0];
+  v.state = RankState::kInCall;
+  v.current = b.Call(completion, fmt::Op::kWait, fmt::kCallCompletion | fmt::kCallBlocking, -1, 0);
+  v.pending = {b.Call("MPI_Irecv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallNonblocking, 0, 1, 1),
+               b.Call("MPI_Irecv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallNonblocking, 0, 1, 2)};
+  b.InRecv(1, 0);
+  return b.Run();
+}
+
+TEST(Stages, AnOrWaitWaitsForTheRanksThatCanStillActAndAnAndWaitForAll) {
+  // Waitany: rank 2 alone can release rank 0; no cycle with rank 1.
+  for (const char* any : {"MPI_Waitany", "MPI_Testsome", "MPI_WAITANY"}) {
+    Diagnosis d = WaitOnTwoWithOneInACycle(any);
+    EXPECT_EQ(d.verdict, Verdict::kHang) << any;
+    ASSERT_EQ(d.culprits.size(), 1u) << any;
+    EXPECT_EQ(d.culprits[0].rank, 2) << any;
+    EXPECT_TRUE(d.cycles.empty()) << any;
+  }
+  // Waitall: rank 0 needs rank 1's message too, and rank 1 needs rank 0's:
+  // a deadlock whatever rank 2 does (rank 2 still owes its message).
+  Diagnosis d = WaitOnTwoWithOneInACycle("MPI_Waitall");
+  EXPECT_EQ(d.verdict, Verdict::kDeadlock);
+  std::set<int32_t> culprits;
+  for (const Culprit& c : d.culprits) culprits.insert(c.rank);
+  EXPECT_EQ(culprits, (std::set<int32_t>{0, 1, 2}));
+  ASSERT_EQ(d.cycles.size(), 1u);
 }
 
 TEST(Stages, ProgressIsJudgedOnRawCountersNeverOnConvertedTimes) {

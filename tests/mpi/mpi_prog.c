@@ -22,10 +22,11 @@
  *             and a dup of world, a barrier on each; exits 0
  *   oom PROCS rank 1 joins the memory cgroup PROCS and eats memory until the
  *                OOM killer ends it; the others wait in a barrier
- *   stuck     after five Allreduces on world, rank 1 waits in MPI_Recv from
- *             rank 0 (tag 7) instead of the sixth, which the others wait in:
- *             hung until killed (rank 0 prints "stuck" once every rank is
- *             in place, to stdout)
+ *   stuck     five steps of an Allreduce on world and a message from rank 0
+ *             to rank 1 (tag 7); in the sixth, rank 1 skips the Allreduce,
+ *             which the others wait in, and waits in MPI_Recv for the
+ *             message: hung until killed (rank 0 prints "stuck" once every
+ *             rank is in place, to stdout)
  *   slow [S]  rank 1 sleeps S (8) seconds before the sixth Allreduce, then
  *             every rank finishes; exits 0
  *   lock F    rank 0 takes a lock on file F (fcntl) and holds it through an
@@ -39,7 +40,8 @@
  *   many-comms [N [keep|K]]  N (5000) times: MPI_Comm_dup of world, an
  *             Allreduce and a message from rank 0 to 1 on it, then
  *             MPI_Comm_free (none with keep; all but the first K with K);
- *             then hangs as stuck does, on a last dup's Barrier
+ *             then hangs as stuck does, with a last dup's Barrier for the
+ *             Allreduce
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -230,9 +232,31 @@ __attribute__((noinline)) static void recycled_comm(void) {
   MPI_Comm_free(&second);
 }
 
+/* `steps` steps of a collective on `comm` (an Allreduce on world, else a
+   Barrier) then a message from rank 0 to rank 1 on world (tag 7); in the
+   next, rank 1 skips the collective, which the others wait in, and waits
+   for the message. The steps before show the order (the collective, then
+   the message): rank 1 strayed, not rank 0. */
+static void StepsThenSkip(MPI_Comm comm, int steps) {
+  int x = 1, y = 0;
+  for (int i = 0; i <= steps; i++) {
+    if (i == steps && rank == 0) {
+      printf("stuck\n");
+      fflush(stdout);
+    }
+    if (i < steps || rank != 1) {
+      if (comm == MPI_COMM_WORLD) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, comm);
+      else MPI_Barrier(comm);
+    }
+    if (rank == 0 && i < steps) MPI_Send(&x, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
+    if (rank == 1) MPI_Recv(&y, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
+}
+
 /* keep: how many of the first communicators are kept (the rest are freed) */
 __attribute__((noinline)) static void many_comms(int n, int keep_first) {
-  int x = 1, y = 0, never = 0;
+  int x = 1, y = 0;
   for (int i = 0; i < n; i++) {
     const int keep = i < keep_first;
     MPI_Comm c;
@@ -247,26 +271,10 @@ __attribute__((noinline)) static void many_comms(int n, int keep_first) {
   MPI_Comm last;
   MPI_Comm_dup(MPI_COMM_WORLD, &last);
   MPI_Comm_set_name(last, "last");
-  if (rank == 0) {
-    printf("stuck\n");
-    fflush(stdout);
-  }
-  if (rank == 1) MPI_Recv(&never, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  MPI_Barrier(last);
-  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
+  StepsThenSkip(last, 2);
 }
 
-__attribute__((noinline)) static void stuck(void) {
-  int x = 1, y = 0, never = 0;
-  for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) {
-    printf("stuck\n");
-    fflush(stdout);
-  }
-  if (rank == 1) MPI_Recv(&never, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  fprintf(stderr, "rank %d: the hang did not happen\n", rank);
-}
+__attribute__((noinline)) static void stuck(void) { StepsThenSkip(MPI_COMM_WORLD, 5); }
 
 __attribute__((noinline)) static void slow(int seconds) {
   int x = 1, y = 0;

@@ -564,6 +564,35 @@ def step_order():
                     yield p
 
 
+def comm_order():
+    """Each step, a collective on world then one on a duplicate of world;
+    rank s calls them the other way round, in the first step or the third
+    (after two steps that show the order). Ranks wait for each other across
+    the two communicators: s, missing from the collective the others are
+    in, is the culprit."""
+    names = ("Barrier", "Allreduce", "Allgather", "Alltoall")
+    by_base = {c.base: c for c in all_collectives() if not c.nonblocking}
+    i = 0
+    for a in names:
+        for b in names:
+            for at_step in (0, 2):
+                np_ = (3, 4)[i % 2]
+                s = (1, np_ - 1)[(i // 2) % 2]
+                i += 1
+                name = "comm_order_%s_then_%s_np%d_r%d_step%d" % (a.lower(), b.lower(), np_, s, at_step)
+                p = Program("comm-order", name, np_, "Three steps of MPI_%s on world then MPI_%s on a duplicate; in "
+                            "step %d rank %d calls them the other way round." % (a, b, at_step, s))
+                p.setup.append(ARRAYS)
+                first, second = by_base[a].code(), by_base[b].code("dup")
+                p.branch("1", "for (int step = 0; step < 3; ++step) {\n"
+                              "      if (rank == %d && step == %d) {\n        %s\n        %s\n      } else {\n"
+                              "        %s\n        %s\n      }\n    }" % (s, at_step, second, first, first, second))
+                ops = {rk: "MPI_" + a for rk in range(np_)}
+                ops[s] = "MPI_" + b
+                p.set_truth("hang", [s], ops)
+                yield p
+
+
 # mpi4py: the object API (pickled; mpi4py builds some of it from sends and
 # receives on a communicator of its own) and the buffer API (the MPI call).
 PY_COLLECTIVES = {
@@ -624,7 +653,7 @@ def mpi4py_skip():
 
 
 FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
-            any_of, step_order, mpi4py_skip]
+            any_of, step_order, comm_order, mpi4py_skip]
 
 
 def programs():
