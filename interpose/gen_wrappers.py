@@ -203,11 +203,11 @@ def body(c):
             return head + BLOCKING.format(args=args, after="")
         return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
     if k in ("recv", "mrecv"):
-        head = "SequenceReceive(r);\n" if k == "recv" else "MatchedReceive(r);\n"
+        head = "SequenceReceive(r);\n" if k == "recv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
         return head + own_status + "\n" + BLOCKING.format(
             args=c.args(status_sub), after="if (ret == MPI_SUCCESS) ResolveReceive(r, st);\n")
     if k in ("irecv", "imrecv"):
-        head = "SequenceReceive(r);\n" if k == "irecv" else "MatchedReceive(r);\n"
+        head = "SequenceReceive(r);\n" if k == "irecv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
         return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
     if k == "sendrecv":
         return ("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
@@ -217,11 +217,16 @@ def body(c):
                 BLOCKING.format(args=c.args(status_sub),
                                 after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
                                       "  r.aux = uint32_t(recv.seq);\n  SendrecvSource(r, recv);\n}\n"))
+    # A matched probe's message remembers its communicator for the receive
+    # (MPI_Mrecv names none).
+    matched = f"if (ret == MPI_SUCCESS) MessageMatched(MessageKey(*{r['message']}), r.comm);\n" \
+        if "message" in r else ""
     if k == "probe":
-        return BLOCKING.format(args=args, after="")
+        return BLOCKING.format(args=args, after=matched)
     if k == "iprobe":  # polled: a probe that finds nothing marks the thread as waiting by polling
         return (f"int ret = real({args});\nif (ret == MPI_SUCCESS && !*{r['flag']}) NotePolling(r);\n"
-                f"else EndPolling();\nreturn ret;")
+                f"else EndPolling();\n" + matched.replace("ret == MPI_SUCCESS", f"ret == MPI_SUCCESS && *{r['flag']}") +
+                "return ret;")
     if k in ("wait", "test"):
         return completion_body(c)
     if k in ("create", "creategrp"):
@@ -417,11 +422,14 @@ def fortran_body(c):
     elif k in ("recv", "irecv"):
         lines.append("SequenceReceive(r);")
     elif k in ("mrecv", "imrecv"):
-        lines.append("MatchedReceive(r);")
+        lines.append(f"MatchedReceive(r, MessageKey(FortranMessage(*{r['message']})));")
     if k in ("icoll", "isend", "irecv", "imrecv"):
         return "\n".join(lines + [call, f"if ({ok}) Posted(r, FortranRequest(*{r['request']}));"])
+    matched = (f"if ({ok}) MessageMatched(MessageKey(FortranMessage(*{r['message']})), r.comm);"
+               if "message" in r else "")
     if k == "iprobe":  # polled, as in C
-        return "\n".join(lines + [call, f"if ({ok} && !*{r['flag']}) NotePolling(r);", "else EndPolling();"])
+        return "\n".join(lines + [call, f"if ({ok} && !*{r['flag']}) NotePolling(r);", "else EndPolling();"] +
+                          ([matched.replace(f"if ({ok})", f"if ({ok} && *{r['flag']})")] if matched else []))
     if k in ("psend", "precv"):
         return "\n".join(lines + [call, f"if ({ok}) PersistentMade(r, FortranRequest(*{r['request']}));"])
     if k == "start":
@@ -454,6 +462,8 @@ def fortran_body(c):
         lines += ["bool rec = CallBegin(r);", call]
     if k in ("recv", "mrecv"):
         lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
+    if k == "probe" and matched:
+        lines.append(matched)
     if k in ("create", "creategrp"):
         color = f"*{r['color']}" if "color" in r else "-1"
         key = f"*{r['key']}" if "key" in r else "-1"

@@ -47,6 +47,7 @@ decltype(&PMPI_Type_f2c) g_MPI_Type_f2c;
 decltype(&PMPI_Op_f2c) g_MPI_Op_f2c;
 decltype(&PMPI_Status_f2c) g_MPI_Status_f2c;
 decltype(&PMPI_Request_f2c) g_MPI_Request_f2c;
+decltype(&PMPI_Message_f2c) g_MPI_Message_f2c;
 decltype(&PMPI_Finalized) g_MPI_Finalized;
 
 // Open MPI's predefined handles are addresses of data symbols in libmpi
@@ -331,6 +332,7 @@ uint16_t FortranCommIndexSlow(MPI_Fint comm) {
 }
 
 MPI_Request FortranRequest(MPI_Fint request) { return HT_PMPI(MPI_Request_f2c)(request); }
+MPI_Message FortranMessage(MPI_Fint message) { return HT_PMPI(MPI_Message_f2c)(message); }
 
 namespace {
 // Where a Fortran program's MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE point:
@@ -512,7 +514,32 @@ void Posted(fmt::Record& r, MPI_Request request) {
 
 uint64_t RequestKey(MPI_Request request) { return HandleKey(request); }
 
-void MatchedReceive(fmt::Record& r) {
+namespace {
+// The communicators of the messages this thread's probes matched and its
+// receives have not taken yet: a handful at most (a program receives what
+// it probed), the oldest overwritten.
+struct MatchedMessage {
+  uint64_t message;
+  uint16_t comm;
+};
+constexpr int kMatchedMessages = 8;
+constinit thread_local MatchedMessage t_matched[kMatchedMessages] = {};
+constinit thread_local unsigned t_matched_next = 0;
+}  // namespace
+
+void MessageMatched(uint64_t message, uint16_t comm) {
+  t_matched[t_matched_next++ % kMatchedMessages] = {message, comm};
+}
+
+void MatchedReceive(fmt::Record& r, uint64_t message) {
+  r.comm = fmt::kNoComm;
+  for (MatchedMessage& m : t_matched) {
+    if (m.message == message && message) {
+      r.comm = m.comm;
+      m.message = 0;  // taken: a later message may have the same handle
+      break;
+    }
+  }
   r.peer = fmt::kAnyPeer;
   r.tag = fmt::kAnyTag;
   r.flags |= fmt::kRecAnyPeer | fmt::kRecAnyTag;

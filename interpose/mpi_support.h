@@ -196,8 +196,11 @@ void Posted(fmt::Record& r, MPI_Request request);
 void PersistentMade(fmt::Record& r, MPI_Request request);
 void PersistentStarted(MPI_Request request);
 // A receive of a message matched earlier (MPI_Mrecv): source and tag come
-// from the status at completion.
-void MatchedReceive(fmt::Record& r);
+// from the status at completion; the communicator (MPI_Mrecv names none)
+// from the probe that matched it (MessageMatched), when this thread made it.
+inline uint64_t MessageKey(MPI_Message message) { return HandleKey(message); }
+void MessageMatched(uint64_t message, uint16_t comm);
+void MatchedReceive(fmt::Record& r, uint64_t message);
 // Completion calls overwrite retired requests with MPI_REQUEST_NULL, so the
 // wrapper saves them first (a thread-local copy).
 MPI_Request* SaveRequests(int count, const MPI_Request* requests);
@@ -243,6 +246,7 @@ __attribute__((always_inline)) inline uint8_t FortranRedop(MPI_Fint op) {
   return g_fortran_redop_cache.Get(op, FortranRedopSlow);
 }
 MPI_Request FortranRequest(MPI_Fint request);
+MPI_Message FortranMessage(MPI_Fint message);
 // Status k of a Fortran status array (k = 0: a single status) as a C status
 // in `out`; null when the array is MPI_STATUS(ES)_IGNORE (whose storage
 // holds no status, and which MPI_Status_f2c refuses through the error

@@ -529,10 +529,13 @@ std::string WildcardRace(const Job& job, const RankView& v) {
   const RankView& p = job.ranks[size_t(from)];
   const P2pTraffic* out = p.Traffic(recv.comm, CommRankOf(job, recv.comm, v.rank), recv.tag);
   const uint64_t n = out ? out->sent : 0;
-  if (n >= recv.seq) return "";
+  // A probe takes no sequence number: it waits for the next message.
+  const uint64_t want = recv.seq ? recv.seq : in->received + 1;
+  if (n >= want) return "";
   return "; its MPI_ANY_SOURCE receives took " + std::to_string(in->wildcard_taken) + " message(s) of rank " +
          std::to_string(from) + ", which sent " + std::to_string(n) + " on tag " + std::to_string(recv.tag) +
-         ": this receive waits for #" + std::to_string(recv.seq) + ", which never comes (a message race)";
+         ": this " + (recv.op == fmt::Op::kProbe ? "probe" : "receive") + " waits for #" + std::to_string(want) +
+         ", which never comes (a message race)";
 }
 
 // "made a persistent send to rank 1 (MPI_Send_init, tag 0) and never started

@@ -349,9 +349,13 @@ TEST(Mpi, AFortranProgramsCallsAreTracedAsTheCOnes) {
   for (const auto& [rank, s] : ranks) {
     std::map<std::string, int> begins;
     bool wildcard_resolved = false;
+    int matched_received = 0;  // MPI_Mrecv/Imrecv ENDs with the probe's communicator and the sender
     for (const Event& e : s.events) {
       const std::string call = s.CallName(e.rec.call);
       if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) ++begins[call];
+      if ((call == "MPI_Mrecv" || call == "MPI_Imrecv") && e.rec.kind == uint8_t(fmt::EventKind::kEnd)) {
+        matched_received += e.rec.comm != fmt::kNoComm && e.rec.peer == (rank + 3) % 4 && e.rec.seq >= 1;
+      }
       if (call == "MPI_Irecv" && e.rec.kind == uint8_t(fmt::EventKind::kEnd) && (e.rec.flags & fmt::kRecAnyPeer)) {
         wildcard_resolved = e.rec.peer == (rank + 3) % 4 && e.rec.seq == 1;
       }
@@ -368,6 +372,7 @@ TEST(Mpi, AFortranProgramsCallsAreTracedAsTheCOnes) {
     EXPECT_EQ(begins["MPI_Isend"], 7) << "rank " << rank;
     EXPECT_EQ(begins["MPI_Waitany"], 2) << "rank " << rank;
     EXPECT_TRUE(wildcard_resolved) << "rank " << rank << ": the wildcard receive's END lacks its source or sequence";
+    EXPECT_EQ(matched_received, 2) << "rank " << rank << ": a matched receive lacks its communicator or sender";
     for (size_t c = 0; c < s.comms.size(); ++c) {
       if (!s.comm_valid[c] || s.CallName(s.comms[c].entry.creator_call) != "MPI_Comm_split") continue;
       const std::string color = std::to_string(rank % 2);

@@ -564,6 +564,28 @@ def step_order():
                     yield p
 
 
+def wildcard_race():
+    """Rank 0 receives twice from MPI_ANY_SOURCE, then once from rank 2 by
+    name; ranks 1 and 2 send one message each. Whichever order the
+    wildcards take them in, they take both: the named receive waits for a
+    message already taken (a message race). Rank 0 is the culprit."""
+    wild = ["recv", "irecv_wait", "irecv_test", "probe", "mprobe"]
+    named = ["recv", "irecv_wait", "irecv_waitany", "irecv_test", "probe", "mprobe", "recv_init"]
+    for w in wild:
+        for nform in named:
+            np_ = 3
+            name = "wildcard_race_%s_then_%s" % (w, nform)
+            p = Program("wildcard-race", name, np_, "Rank 0 receives twice from MPI_ANY_SOURCE (%s), then from rank 2 "
+                        "(%s); ranks 1 and 2 send once each." % (w, nform))
+            any_recv = RECV_FORMS[w][1].format(peer="MPI_ANY_SOURCE", tag=0, comm="MPI_COMM_WORLD")
+            p.branch("rank == 0", any_recv + "\n    " + any_recv + "\n    " +
+                     RECV_FORMS[nform][1].format(peer=2, tag=0, comm="MPI_COMM_WORLD"))
+            p.branch("1", "MPI_Send(sbuf, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);")
+            p.set_truth("hang", [0], {0: RECV_FORMS[nform][0], 1: "MPI_Barrier", 2: "MPI_Barrier"},
+                        "MPI_ANY_SOURCE receives took")
+            yield p
+
+
 def comm_order():
     """Each step, a collective on world then one on a duplicate of world;
     rank s calls them the other way round, in the first step or the third
@@ -653,7 +675,7 @@ def mpi4py_skip():
 
 
 FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
-            any_of, step_order, comm_order, mpi4py_skip]
+            any_of, step_order, comm_order, wildcard_race, mpi4py_skip]
 
 
 def programs():
