@@ -217,16 +217,12 @@ def body(c):
                 BLOCKING.format(args=c.args(status_sub),
                                 after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
                                       "  r.aux = uint32_t(recv.seq);\n  SendrecvSource(r, recv);\n}\n"))
-    # A matched probe's message remembers its communicator for the receive
-    # (MPI_Mrecv names none).
-    matched = f"if (ret == MPI_SUCCESS) MessageMatched(MessageKey(*{r['message']}), r.comm);\n" \
-        if "message" in r else ""
+    matched = message_matched(c, "ret == MPI_SUCCESS", f"*{r.get('message')}") + "\n" if "message" in r else ""
     if k == "probe":
         return BLOCKING.format(args=args, after=matched)
     if k == "iprobe":  # polled: a probe that finds nothing marks the thread as waiting by polling
         return (f"int ret = real({args});\nif (ret == MPI_SUCCESS && !*{r['flag']}) NotePolling(r);\n"
-                f"else EndPolling();\n" + matched.replace("ret == MPI_SUCCESS", f"ret == MPI_SUCCESS && *{r['flag']}") +
-                "return ret;")
+                f"else EndPolling();\n" + matched + "return ret;")
     if k in ("wait", "test"):
         return completion_body(c)
     if k in ("create", "creategrp"):
@@ -259,6 +255,14 @@ def body(c):
     if k == "abort":
         return f"CallBegin(r);  // never ended: the process is going away\nreturn real({args});"
     raise ValueError(k)
+
+
+def message_matched(c, ok, message):
+    """A matched probe's message remembers its communicator for the receive
+    (MPI_Mrecv names none): once the probe succeeded, and for a polled one,
+    found it. `message` is the C handle."""
+    found = f"{ok} && *{c.roles['flag']}" if c.kind == "iprobe" else ok
+    return f"if ({found}) MessageMatched(MessageKey({message}), r.comm);"
 
 
 def completion_lines(c, save, status_of, one_based, ok, call, end):
@@ -425,11 +429,10 @@ def fortran_body(c):
         lines.append(f"MatchedReceive(r, MessageKey(FortranMessage(*{r['message']})));")
     if k in ("icoll", "isend", "irecv", "imrecv"):
         return "\n".join(lines + [call, f"if ({ok}) Posted(r, FortranRequest(*{r['request']}));"])
-    matched = (f"if ({ok}) MessageMatched(MessageKey(FortranMessage(*{r['message']})), r.comm);"
-               if "message" in r else "")
+    matched = [message_matched(c, ok, f"FortranMessage(*{r['message']})")] if "message" in r else []
     if k == "iprobe":  # polled, as in C
         return "\n".join(lines + [call, f"if ({ok} && !*{r['flag']}) NotePolling(r);", "else EndPolling();"] +
-                          ([matched.replace(f"if ({ok})", f"if ({ok} && *{r['flag']})")] if matched else []))
+                          matched)
     if k in ("psend", "precv"):
         return "\n".join(lines + [call, f"if ({ok}) PersistentMade(r, FortranRequest(*{r['request']}));"])
     if k == "start":
@@ -462,8 +465,8 @@ def fortran_body(c):
         lines += ["bool rec = CallBegin(r);", call]
     if k in ("recv", "mrecv"):
         lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
-    if k == "probe" and matched:
-        lines.append(matched)
+    if k == "probe":
+        lines += matched
     if k in ("create", "creategrp"):
         color = f"*{r['color']}" if "color" in r else "-1"
         key = f"*{r['key']}" if "key" in r else "-1"

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <set>
 #include <cstring>
+#include <strings.h>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -256,11 +257,10 @@ bool WaitsForAFinishedPeer(const Job& job, const RankView& o) {
 
 bool CompletesAnyOf(const Job& job, const CallPoint& c) {
   if (!(c.call_flags & fmt::kCallCompletion)) return false;
-  std::string name = job.names[c.name];  // MPI_Waitany, or Fortran's MPI_WAITANY
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  const std::string& name = job.names[c.name];  // MPI_Waitany, or Fortran's MPI_WAITANY
   auto ends = [&](const char* s) {
     const size_t n = strlen(s);
-    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+    return name.size() >= n && strcasecmp(name.c_str() + name.size() - n, s) == 0;
   };
   return ends("any") || ends("some");
 }
