@@ -522,9 +522,15 @@ int DumpCommand(int argc, char** argv) {
     if (targets[i].pid <= 0 || targets[i].live == Liveness::kGone || targets[i].live == Liveness::kZombie) continue;
     ++live;
     bool any = false;
-    for (const DumpedThread& th : stacks[i].threads) any |= !th.frames.empty();
+    std::string thread_error;  // why its first thread could not be read, when the process says nothing
+    for (const DumpedThread& th : stacks[i].threads) {
+      any |= !th.frames.empty();
+      if (thread_error.empty() && !th.error.empty()) {
+        thread_error = "pid " + std::to_string(targets[i].pid) + " thread " + std::to_string(th.tid) + ": " + th.error;
+      }
+    }
     readable += any || no_stacks;
-    if (!any && first_error.empty()) first_error = stacks[i].error;
+    if (!any && first_error.empty()) first_error = stacks[i].error.empty() ? thread_error : stacks[i].error;
   }
   const bool none_read = live > 0 && readable == 0;
 

@@ -37,7 +37,8 @@ std::string FindPreloadLibrary() {
 
 int RunCommand(int argc, char** argv) {
   CLI::App app{
-      "Run CMD with every MPI, NCCL and CUDA call of the process recorded into a crash-durable trace\n"
+      "Run CMD with every MPI, NCCL and CUDA call of the process (and torch.distributed's, in Python)\n"
+      "recorded into a crash-durable trace\n"
       "file (one per process, in DIR/<job>/). Works under mpirun and srun: put it after the launcher.\n\n"
       "Options of hangtrace go before the command; everything from the command on is the\n"
       "command's own (as with perf, strace, py-spy). A '--' before the command is allowed.\n\n"
@@ -97,6 +98,15 @@ int RunCommand(int argc, char** argv) {
     else preload = rest;  // already there: keep the user's order
   }
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  // The Python hook beside the library (LIBDIR/hangtrace/python): first on
+  // PYTHONPATH, so its sitecustomize runs (and then the program's own).
+  if (Config::FromEnvironment().torch) {
+    const std::string hook = lib.substr(0, lib.rfind('/')) + "/hangtrace/python";
+    if (access((hook + "/sitecustomize.py").c_str(), R_OK) == 0) {
+      const char* old = getenv("PYTHONPATH");
+      setenv("PYTHONPATH", (old && *old ? hook + ":" + old : hook).c_str(), 1);
+    }
+  }
   if (!dir.empty()) setenv("HANGTRACE_DIR", dir.c_str(), 1);
   if (timeout >= 0) setenv("HANGTRACE_TIMEOUT", std::to_string(timeout).c_str(), 1);
   if (!blocking.empty()) setenv("HANGTRACE_BLOCKING", blocking.c_str(), 1);

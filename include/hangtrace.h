@@ -36,6 +36,32 @@ int hangtrace_mark(const char* label);
  * returns how many threads answered. Not for signal handlers. */
 int hangtrace_capture_stacks(void);
 
+/* Communication calls of a framework whose calls the preloaded wrappers do
+ * not see (torch.distributed on gloo). hangtrace's own Python hook
+ * (python/hangtrace_torch.py) records through these, as its MPI wrappers
+ * record MPI: the analyzer then aligns them by communicator and sequence
+ * number like any traced call. `api`, `op`, `flags`, `dtype` and `redop`
+ * take the values of the trace format (tracer/format.h: Api, Op, CallFlags,
+ * Dtype, Redop); peers and members are ranks (in the communicator, and in
+ * the world). Each returns -1 on bad arguments or when not traced. */
+
+/* A call the framework makes ("dist.all_reduce"); returns its id. */
+int hangtrace_call_register(const char* name, int api, int op, unsigned flags);
+/* A communicator (process group), identical `id` on every member; returns
+ * its index. */
+int hangtrace_comm_register(uint64_t id, const char* label, int size, int my_index, const int32_t* world_ranks);
+int hangtrace_comm_free(int comm);
+/* The process's rank as the framework numbers it (its default group). */
+int hangtrace_set_rank(int rank, int world_size);
+/* Enters a blocking call (the thread's current call until
+ * hangtrace_call_end) or posts a nonblocking one (named by `handle` until
+ * hangtrace_request_end). `peer` -2: any source, resolved at the end.
+ * Returns 0 when recorded, 1 when not. */
+int hangtrace_call_begin(int call, int comm, int peer, int tag, uint64_t count, int dtype, int redop,
+                         uint64_t handle);
+int hangtrace_call_end(int result, int peer, int tag);
+int hangtrace_request_end(uint64_t handle, int peer, int tag);
+
 #ifdef __cplusplus
 }
 #endif

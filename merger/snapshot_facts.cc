@@ -63,7 +63,8 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
   // from one. The process that did is the rank; a child that inherited its
   // environment is not.
   v.initialized = p.rank_source == uint8_t(fmt::RankSource::kMpi) ||
-                  p.rank_source == uint8_t(fmt::RankSource::kNccl);
+                  p.rank_source == uint8_t(fmt::RankSource::kNccl) ||
+                  p.rank_source == uint8_t(fmt::RankSource::kTorch);
   for (size_t i = 0; i < s.comms.size() && !v.initialized; ++i) v.initialized = s.comm_valid[i];
   if (const uint32_t n = s.header.counters.lanes_refused) {
     v.blind = "not traced (no room in the trace folder for the record lanes of " + std::to_string(n) + " thread" +

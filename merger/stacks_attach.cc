@@ -30,9 +30,10 @@ ThreadStack FromNode(Job* job, const NodeThread& th) {
 }  // namespace
 
 bool IsLibraryFile(const std::string& file) {
-  // torch's own code; Python's standard library (lib/python3.X/, but not
-  // the packages installed under it).
-  if (file.find("/torch/") != std::string::npos) return true;
+  // torch's own code; hangtrace's Python hook (LIBDIR/hangtrace/python);
+  // Python's standard library (lib/python3.X/, but not the packages
+  // installed under it).
+  if (file.find("/torch/") != std::string::npos || file.find("/hangtrace/python/") != std::string::npos) return true;
   const size_t lib = file.find("/lib/python");
   return lib != std::string::npos && file.find("-packages/", lib) == std::string::npos;
 }

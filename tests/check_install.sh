@@ -17,6 +17,10 @@ lib=$(find "$prefix" -name libhangtrace.so | head -1)
 # run finds the installed library beside its binary, not the build's.
 out=$(HANGTRACE_DIR=$work/traces HANGTRACE_KEEP=1 "$prefix/bin/hangtrace" run sh -c 'echo "$LD_PRELOAD"')
 case "$out" in "$prefix"/*libhangtrace.so) ;; *) fail "run preloads '$out', not the installed library";; esac
+# ... and puts the installed Python hook first on PYTHONPATH.
+out=$(HANGTRACE_DIR=$work/traces "$prefix/bin/hangtrace" run sh -c 'echo "$PYTHONPATH"')
+[ -f "${out%%:*}/sitecustomize.py" ] && [ -f "${out%%:*}/hangtrace_torch.py" ] && case "$out" in "$prefix"/*) ;; *) false;; esac ||
+  fail "run's PYTHONPATH is '$out', not the installed hook"
 cat > "$work/annotate.c" <<'C'
 #include <hangtrace.h>
 #include <stdio.h>

@@ -52,14 +52,17 @@ ProgramResult RunMpi(const TempDir& dir, int np, const std::string& mode, const 
   return RunProgram(argv, testing::kMpiAsRoot, limit_s);
 }
 
-// Rank -> snapshot, for the files of MPI ranks (not fork children).
+// Rank -> snapshot, for the files of MPI (or torch.distributed) ranks (not
+// fork children).
 std::map<int, TraceSnapshot> ReadRanks(const TempDir& dir) {
   std::map<int, TraceSnapshot> out;
   for (const std::string& f : testing::ListTraceFiles(dir.path())) {
     std::string err;
     auto s = ReadTraceFile(f, &err);
     EXPECT_TRUE(s) << err;
-    if (!s || s->process.forked || s->process.rank_source != uint8_t(fmt::RankSource::kMpi)) continue;
+    if (!s || s->process.forked) continue;
+    if (s->process.rank_source != uint8_t(fmt::RankSource::kMpi) &&
+        s->process.rank_source != uint8_t(fmt::RankSource::kTorch)) continue;
     EXPECT_EQ(out.count(s->process.rank), 0u) << "two files claim rank " << s->process.rank;
     out[s->process.rank] = *s;
   }
@@ -211,6 +214,69 @@ INSTANTIATE_TEST_SUITE_P(Ranks, MpiFamilies,
                            return std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) == Load::kLate ? "_late" : "_linked");
                          });
+
+// torch.distributed on gloo (Debian's python3-torch), every family of its
+// calls, traced by the Python hook: the ranks agree on each process
+// group's id and members, its collectives in order with their arguments,
+// each send's receive (any source resolved), and every posted call ends.
+// The program's own sitecustomize (on PYTHONPATH) still runs. With
+// HANGTRACE_TORCH=0 nothing of torch is recorded.
+TEST(Torch, EveryCallFamilyIsTracedAsMpisAre) {
+  if (RunProgram({"/usr/bin/python3", "-c", "import torch.distributed"}, {}, 60).exit_code != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (./scripts/setup.sh installs it)";
+  }
+  TempDir dir, site;
+  {
+    std::ofstream(site.path() + "/sitecustomize.py") << "import builtins; builtins.torch_calls_site = True\n";
+  }
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  auto run = [&](const TempDir& into, const std::string& torch_setting) {
+    return RunProgram({"mpirun", "-np", "4", "--oversubscribe", "-x", "MASTER_PORT=" + port, "-x",
+                       "TORCH_CALLS_SITE=1", "-x", "PYTHONPATH=" + site.path(), "-x", "HANGTRACE_TORCH=" + torch_setting,
+                       HT_CLI, "run", "--dir", into.path(), "--job", "job", "--", "/usr/bin/python3",
+                       std::string(HT_SOURCE_DIR) + "/tests/python/torch_calls.py"},
+                      testing::kMpiAsRoot, 120);
+  };
+  ProgramResult r = run(dir, "1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("hangtrace:"), std::string::npos) << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(ranks.size(), 4u);
+  for (const auto& [rank, s] : ranks) {
+    EXPECT_EQ(s.process.rank_source, uint8_t(fmt::RankSource::kTorch));
+    EXPECT_EQ(s.process.world_size, 4);
+  }
+  CheckCommIdentity(ranks, 4);
+  CheckCollectiveSequences(ranks);
+  size_t pairs = 0;
+  CheckPointToPoint(ranks, &pairs);
+  EXPECT_EQ(pairs, 16u);  // the ring 4, posted 4, to rank 0 from any source 3, batched 4, within the evens 1
+  CheckRequestsRetired(ranks);
+  std::set<std::string> labels, calls;
+  std::set<uint64_t> ids;
+  for (const auto& [rank, s] : ranks) {
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      if (!s.comm_valid[i]) continue;
+      labels.insert(s.CommLabel(uint16_t(i)));
+      ids.insert(s.comms[i].entry.id);
+    }
+    for (const Event& e : s.events) calls.insert(s.CallName(e.rec.call));
+  }
+  EXPECT_TRUE(labels.count("default_pg"));
+  EXPECT_EQ(ids.size(), 4u);  // default, evens, odds, everyone (same members as the default, another group)
+  for (const char* c : {"dist.all_reduce", "dist.broadcast", "dist.reduce", "dist.all_gather", "dist.gather",
+                        "dist.scatter", "dist.all_to_all_single", "dist.barrier", "dist.monitored_barrier",
+                        "dist.all_gather_object", "dist.broadcast_object_list", "dist.gather_object",
+                        "dist.scatter_object_list", "dist.all_reduce async", "dist.broadcast async",
+                        "dist.Work.wait", "dist.send", "dist.recv", "dist.isend", "dist.irecv"}) {
+    EXPECT_TRUE(calls.count(c)) << c;
+  }
+  // Off: the program runs the same, and no call of torch is recorded.
+  TempDir off;
+  r = run(off, "0");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(testing::ListTraceFiles(off.path()).empty());
+}
 
 TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
   // Every wrapped call (the families program calls nearly all of them),
@@ -605,19 +671,22 @@ TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
 TEST(Mpi, RanksTheStorageHadNoRoomForAreUnknownNeverCulprits) {
   TempDir dir, out;
   const std::string traces = dir.path() + "/traces";
-  // The program's path through a variable: pkill -f must not find it in
-  // this script's own command line.
+  // The job is ended through its own launcher: a `pkill -f` of the
+  // program's name also killed the ranks of other tests running beside it.
   const std::string script =
-      "P=" + std::string(HT_MPI_PROG) + "\n"
       "mkdir -p " + traces + " && mount -t tmpfs -o size=9m,mode=700 tmpfs " + traces + " || exit 77\n"
-      "timeout 60 mpirun -np 4 --oversubscribe " + HT_CLI + " run --dir " + traces + " --job job -- $P stuck "
-      ">/dev/null 2>" + out.path() + "/job.err &\n"
-      "for i in $(seq 100); do [ $(ls " + traces + "/job 2>/dev/null | wc -l) -ge 4 ] && break; sleep 0.1; done\n"
-      "sleep 3\n"
+      "timeout 60 mpirun -np 4 --oversubscribe " + HT_CLI + " run --dir " + traces + " --job job -- " +
+      HT_MPI_PROG + " stuck >/dev/null 2>" + out.path() + "/job.err &\n"
+      "LAUNCHER=$!\n"
+      // Until a rank has found no room (ranks reach MPI_Init late on a
+      // loaded machine), then a moment for the others to wait.
+      "for i in $(seq 300); do ls " + traces + "/job 2>/dev/null | grep -q 'no-room$' && grep -q 'No space' " +
+      out.path() + "/job.err && break; sleep 0.1; done\n"
+      "sleep 2\n"
       "ls " + traces + "/job > " + out.path() + "/files\n"
       + HT_CLI + " analyze -f json " + traces + "/job > " + out.path() + "/analysis.json\n"
       "echo $? > " + out.path() + "/status\n"
-      "pkill -KILL -f \"$P stuck\"; wait\n";
+      "kill -TERM $LAUNCHER; wait\n";
   ProgramResult r = RunProgram({"unshare", "--mount", "--propagation", "private", "sh", "-c", script},
                                testing::kMpiAsRoot, 90);
   if (r.exit_code == 77 || (r.exit_code != 0 && r.err.find("unshare failed") != std::string::npos)) {

@@ -1,6 +1,9 @@
 // The public C API (include/hangtrace.h), on top of the runtime.
 #include "hangtrace.h"
 
+#include <mutex>
+#include <unordered_map>
+
 #include "tracer/runtime.h"
 
 using namespace hangtrace;
@@ -71,6 +74,166 @@ __attribute__((visibility("default"))) int hangtrace_mark(const char* label) {
 __attribute__((visibility("default"))) int hangtrace_capture_stacks(void) {
   if (!Traced()) return 0;
   return CaptureAllStacks(fmt::StackReason::kRequest, 200);
+}
+
+}  // extern "C"
+
+// --- communication calls of a framework (torch.distributed) ---------------
+//
+// The Python hook (python/hangtrace_torch.py) records torch.distributed's
+// calls through these, as the MPI wrappers record MPI's. A framework call
+// is the thread's current call without taking the re-entrancy guard
+// (t_thread.depth): the NCCL or MPI call it issues on the same thread is
+// recorded too, and is the current call while it runs.
+
+namespace {
+constexpr int kMaxFrameworkDepth = 8;
+thread_local fmt::Record t_framework[kMaxFrameworkDepth];
+thread_local bool t_framework_recorded[kMaxFrameworkDepth];
+thread_local int t_framework_depth = 0;
+
+// Posted nonblocking calls (isend/irecv/async_op=True) until their work
+// ends: a handful at a time, written at Python's pace, so a lock is fine.
+std::mutex g_posted_mu;
+std::unordered_map<uint64_t, fmt::Record>* g_posted = nullptr;
+
+// A framework record on this thread's lane; as the current call when
+// `current`, else (a nonblocking post) as an event.
+bool WriteFramework(fmt::Record& r, fmt::EventKind kind, bool current) {
+  ThreadState& t = t_thread;
+  if (!Traced()) return false;
+  if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return false;
+  fmt::ThreadSlot* s = t.slot;
+  if (!s) return false;
+  r.ticks = NowTicks();
+  r.tid = uint32_t(t.tid);
+  r.kind = uint8_t(kind);
+  LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  if (!current) return true;
+  SeqBegin(&s->version);
+  if (kind == fmt::EventKind::kBegin) {
+    s->current = r;
+  } else {
+    s->current.kind = uint8_t(fmt::EventKind::kEmpty);
+    s->last = r;
+  }
+  SeqEnd(&s->version);
+  return true;
+}
+
+// A receive from any source learns its source when it ends: its
+// point-to-point sequence number is counted then (as ResolveReceive does).
+void Resolve(fmt::Record& r, int peer, int tag) {
+  if (r.seq != 0 || !(r.flags & fmt::kRecAnyPeer) || peer < 0) return;
+  r.peer = peer;
+  if (tag >= 0) r.tag = tag;
+  r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
+}
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int hangtrace_call_register(const char* name, int api, int op, unsigned flags) {
+  if (!name || !*name || !Traced()) return -1;
+  uint16_t id = RegisterCall(name, fmt::Api(api), fmt::Op(op), uint8_t(flags));
+  return id == fmt::kNoCall ? -1 : int(id);
+}
+
+__attribute__((visibility("default"))) int hangtrace_comm_register(uint64_t id, const char* label, int size,
+                                                                   int my_index, const int32_t* world_ranks) {
+  if (!id || size <= 0 || my_index < 0 || my_index >= size || !Traced()) return -1;
+  CommDesc d;
+  d.id = id;
+  d.kind = fmt::CommKind::kTorch;
+  d.flags = world_ranks ? uint8_t(fmt::kCommMembersKnown) : uint8_t(0);
+  d.size = size;
+  d.my_index = my_index;
+  d.label = label && *label ? label : nullptr;
+  d.members = world_ranks;
+  uint16_t comm = RegisterComm(d);
+  return comm == fmt::kNoComm ? -1 : int(comm);
+}
+
+__attribute__((visibility("default"))) int hangtrace_comm_free(int comm) {
+  if (comm < 0 || !g_trace) return -1;
+  MarkCommFreed(uint16_t(comm));
+  return 0;
+}
+
+__attribute__((visibility("default"))) int hangtrace_set_rank(int rank, int world_size) {
+  if (rank < 0 || world_size <= rank || !Traced()) return -1;
+  // MPI_Comm_rank at MPI_Init is the rank MPI matches by; the default
+  // process group's is torch's (it may differ from $RANK when the program
+  // passed its own rank to init_process_group).
+  if (g_trace->process->rank_source == uint8_t(fmt::RankSource::kMpi)) return 0;
+  SetRank(rank, world_size, fmt::RankSource::kTorch);
+  return 0;
+}
+
+// Enters a call (blocking: the thread's current call until
+// hangtrace_call_end), or posts one (nonblocking: `handle` names it until
+// hangtrace_request_end). `peer` is the communicator's rank, -2 any source.
+// Returns 0 when recorded, 1 when not (untraced), -1 on bad arguments.
+__attribute__((visibility("default"))) int hangtrace_call_begin(int call, int comm, int peer, int tag, uint64_t count,
+                                                                int dtype, int redop, uint64_t handle) {
+  if (call < 0 || !g_trace || uint32_t(call) >= g_trace->header->counters.call_count) return -1;
+  const uint8_t flags = g_trace->calls[call].flags;
+  const bool nonblocking = flags & fmt::kCallNonblocking;
+  if (nonblocking ? !handle : t_framework_depth >= kMaxFrameworkDepth) return -1;
+  fmt::Record r = NewRecord(uint16_t(call));
+  r.comm = comm >= 0 ? uint16_t(comm) : fmt::kNoComm;
+  r.peer = peer;
+  r.tag = tag;
+  r.count = count;
+  r.dtype = uint8_t(dtype);
+  r.redop = uint8_t(redop);
+  r.handle = handle;
+  if (peer == fmt::kAnyPeer) r.flags |= fmt::kRecAnyPeer;
+  if (r.comm != fmt::kNoComm) {
+    if (flags & fmt::kCallCollective) r.seq = NextCollSeq(r.comm);
+    else if ((flags & fmt::kCallP2p) && peer >= 0)
+      r.seq = NextP2pSeq(r.comm, peer, tag, fmt::Op(g_trace->calls[call].op) == fmt::Op::kSend);
+  }
+  if (nonblocking) {
+    if (!WriteFramework(r, fmt::EventKind::kBegin, false)) return 1;
+    std::lock_guard<std::mutex> lock(g_posted_mu);
+    if (!g_posted) g_posted = new std::unordered_map<uint64_t, fmt::Record>();
+    if (g_posted->size() < 65536) (*g_posted)[handle] = r;
+    return 0;
+  }
+  const bool recorded = WriteFramework(r, fmt::EventKind::kBegin, true);
+  t_framework[t_framework_depth] = r;
+  t_framework_recorded[t_framework_depth] = recorded;
+  ++t_framework_depth;
+  return recorded ? 0 : 1;
+}
+
+// Leaves the thread's innermost blocking call; `peer`/`tag` resolve a
+// receive from any source (-1 when unknown).
+__attribute__((visibility("default"))) int hangtrace_call_end(int result, int peer, int tag) {
+  if (t_framework_depth == 0) return -1;
+  --t_framework_depth;
+  fmt::Record& r = t_framework[t_framework_depth];
+  if (!t_framework_recorded[t_framework_depth]) return 1;
+  Resolve(r, peer, tag);
+  r.result = result;
+  return WriteFramework(r, fmt::EventKind::kEnd, true) ? 0 : 1;
+}
+
+// The posted call `handle` ended (its work was waited on, or completed).
+__attribute__((visibility("default"))) int hangtrace_request_end(uint64_t handle, int peer, int tag) {
+  fmt::Record r;
+  {
+    std::lock_guard<std::mutex> lock(g_posted_mu);
+    if (!g_posted) return 1;
+    auto it = g_posted->find(handle);
+    if (it == g_posted->end()) return 1;
+    r = it->second;
+    g_posted->erase(it);
+  }
+  Resolve(r, peer, tag);
+  r.result = 0;
+  return WriteFramework(r, fmt::EventKind::kEnd, false) ? 0 : 1;
 }
 
 }  // extern "C"

@@ -79,6 +79,10 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "1: with the native stacks, capture every thread's Python frames by "     \
     "CPython's own dumper (the other threads wait in the stack signal's "     \
     "handler meanwhile, at most 1 s). 0: native stacks only.")                \
+  X(torch, "HANGTRACE_TORCH", FlagSetting, "1",                                \
+    "1: `hangtrace run` puts its Python hook first on PYTHONPATH (the "        \
+    "program's own sitecustomize still runs), and torch.distributed's calls " \
+    "are recorded like MPI's, on any backend. 0: not.")                       \
   X(keep, "HANGTRACE_KEEP", FlagSetting, "0",                                  \
     "1: give every process its trace file from the start and keep it. 0: a "  \
     "file appears at the first traced call (at start for a launcher's rank), "\

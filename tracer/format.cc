@@ -78,6 +78,7 @@ const char* ApiName(Api api) {
     case Api::kCuda: return "CUDA";
     case Api::kHip: return "HIP";
     case Api::kUser: return "user";
+    case Api::kTorch: return "torch";
   }
   return "unknown";
 }
@@ -138,6 +139,7 @@ const char* CommKindName(CommKind k) {
     case CommKind::kNccl: return "NCCL";
     case CommKind::kRccl: return "RCCL";
     case CommKind::kUser: return "user";
+    case CommKind::kTorch: return "torch";
   }
   return "unknown";
 }
@@ -164,6 +166,7 @@ const char* RankSourceName(RankSource s) {
     case RankSource::kMpi: return "MPI_Comm_rank";
     case RankSource::kInherited: return "inherited from parent";
     case RankSource::kNccl: return "NCCL";
+    case RankSource::kTorch: return "torch.distributed";
   }
   return "unknown";
 }

@@ -82,6 +82,7 @@ enum class Api : uint8_t {
   kCuda = 3,  // runtime and driver API
   kHip = 4,
   kUser = 5,  // annotations made through the public C API (hangtrace.h)
+  kTorch = 6, // torch.distributed, recorded by the Python hook (python/)
 };
 
 // The API-neutral operation, the `op` of the JSON contract: one table,
@@ -178,6 +179,7 @@ enum class Redop : uint8_t {
 
 enum class CommKind : uint8_t {
   kUnknown = 0, kMpi = 1, kNccl = 2, kRccl = 3, kUser = 4,
+  kTorch = 5,  // a torch.distributed process group
 };
 
 // CommEntry::flags.
@@ -209,6 +211,7 @@ enum class RankSource : uint8_t {
   kMpi = 6,       // MPI_Comm_rank(MPI_COMM_WORLD) at MPI_Init
   kInherited = 7, // a fork child: the parent's rank, not a rank of its own
   kNccl = 8,      // from the first NCCL communicator when nothing else said
+  kTorch = 9,     // torch.distributed's default process group
 };
 
 enum class ClockKind : uint32_t {

@@ -29,13 +29,16 @@
 #   torch-{skip,barrier,ddp,p2p,lock}
 #                         tests/python/torch_hang.py untraced on gloo, dumped
 #                         by mpirun's pid: each rank's torch.distributed call
-#   torch-traced-skip     traced: the trace is silent (gloo is not wrapped), so
-#                         `unknown`, never no-hang; with a dump, the hang
+#   torch-traced-{skip,barrier,ddp,p2p}
+#                         the same, traced (python/hangtrace_torch.py records
+#                         torch.distributed's calls): the trace alone names
+#                         the culprit, process group and sequence number;
+#                         skip with a dump too
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
 #   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
 #                         no-hang, and name the sleeping rank
-#   torch-ok              traced, runs to the end: no call was traced, so no
-#                         file is left, and the analysis says so (exit 1)
+#   torch-ok              traced, runs to the end: no-hang, every call of
+#                         every rank in the trace
 #   fortran, fortran-f08  `use mpi` / `use mpi_f08` under Open MPI, traced:
 #                         the trace names rank 1 (Open MPI's Fortran entry
 #                         points are wrapped), and so does a dump
@@ -273,14 +276,24 @@ case "$scenario" in
       lock) check verdict=deadlock culprits=0 why:0="holds the file lock" ;;
     esac
     ;;
-  torch-traced-skip)
-    torch_scenario=skip
+  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p)
+    torch_scenario=${scenario#torch-traced-}
     torch_job $(traced)
+    # skip: after the watchdog, whose stacks give each rank's Python line.
+    [ "$torch_scenario" != skip ] || wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
     analyze "$work/traces/job"
-    check verdict=unknown exit=1 summary="none recorded a call" summary="hangtrace dump"
-    dump_launcher "$work/dump"
-    analyze "$work/dump"
-    check verdict=hang exit=3 op:0-1,3=allreduce op:2=bcast
+    case "$torch_scenario" in
+      skip) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast \
+              why:2="calls dist.broadcast as collective #4 on default_pg" why:2="torch_hang.py:" ;;
+      barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
+      ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" ;;
+      p2p) check verdict=deadlock exit=3 culprits=0,1,2,3 op:0=recv op:3=recv why:0="dist.recv #1 on default_pg from rank 1" ;;
+    esac
+    if [ "$torch_scenario" = skip ]; then
+      dump_launcher "$work/dump"
+      analyze "$work/dump"
+      check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast
+    fi
     ;;
   torch-abort)
     need python3 python3-torch
@@ -305,12 +318,15 @@ case "$scenario" in
     start $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" ok
     job_ended 90 || fail "the job did not end"
     [ "$(grep -o done job.out | wc -l)" -ge 4 ] || fail "the job did not finish"  # lines of ranks may interleave
-    # No traced call (gloo is not wrapped) and exit 0: the empty files are
-    # removed, and the analysis says there is nothing, never no-hang.
-    status=0
-    "$hangtrace" analyze "$work/traces/job" > report.txt 2> analyze.err || status=$?
-    [ "$status" = 1 ] || fail "analyze of a job that left no file: exit $status, want 1"
-    grep -q "made no traced call" analyze.err || fail "analyze does not say why there is no file"
+    analyze "$work/traces/job"
+    check verdict=no-hang exit=0
+    # Every rank's calls, in order, with its process group and sequence number.
+    for f in "$work"/traces/job/*.htrace; do
+      "$hangtrace" inspect "$f" > inspect.txt
+      grep -q "END      dist.all_reduce #3 on default_pg count 8 float32 sum" inspect.txt &&
+        grep -q "END      dist.barrier #4 on default_pg" inspect.txt || fail "$f: $(cat inspect.txt)"
+    done
+    [ "$(ls "$work"/traces/job/*.htrace | wc -l)" = 4 ] || fail "not one file per rank"
     ;;
   fortran | fortran-f08 | mpich | mpich-fortran)
     case "$scenario" in

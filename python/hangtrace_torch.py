@@ -1,0 +1,437 @@
+"""Records torch.distributed's calls in the process's hangtrace trace file.
+
+torch.distributed on gloo calls neither MPI nor NCCL, so the preloaded
+wrappers see nothing of it; on NCCL they see the NCCL calls but not which
+torch call and process group issued them. This module wraps the functions
+of torch.distributed (installed by sitecustomize when the program imports
+it) and records each call through the C API of the preloaded library
+(include/hangtrace.h), as the MPI wrappers record MPI's:
+
+- the process group is the communicator: one id on every member (from the
+  group's name, which torch gives in creation order, and its global ranks),
+  labelled like the program's groups where a name is known (torch's default
+  group "default_pg", a group's description, Megatron's and DeepSpeed's
+  group variables), else the analyzer names it by its members;
+- a sequence number per group (collectives) or per (group, peer, tag)
+  (send/recv), the op, element count, dtype, reduction and root or peer;
+- async_op=True, isend and irecv post the call; it ends when its work is
+  waited on (Work.wait, recorded as the waiting call) or found completed.
+
+A call made inside another (broadcast_object_list's broadcasts) is part of
+it and not recorded again, so every rank counts its calls alike. Calls that
+torch makes from C++ (DistributedDataParallel's gradient all-reduces) do
+not pass here; the stacks show them. Nothing here may harm the program:
+each wrapper calls the real function exactly once with the same arguments,
+and a failure of the bookkeeping is said once and the call goes untraced.
+"""
+import ctypes
+import functools
+import hashlib
+import inspect
+import itertools
+import sys
+import threading
+
+# Values of the trace format (tracer/format.h).
+_API_TORCH = 6
+_OP = {"allreduce": 1, "bcast": 2, "reduce": 3, "allgather": 4, "reducescatter": 5, "alltoall": 6,
+       "gather": 7, "scatter": 8, "barrier": 9, "send": 11, "recv": 12, "wait": 14}
+_COLLECTIVE, _P2P, _ROOTED, _NONBLOCKING, _COMPLETION, _BLOCKING = 1, 2, 4, 8, 16, 32
+_ANY_PEER = -2
+_DTYPES = {"int8": 1, "uint8": 2, "int16": 3, "int32": 5, "int64": 7, "float16": 9, "bfloat16": 10,
+           "float32": 11, "float64": 12, "bool": 15, "float8_e4m3fn": 16, "float8_e5m2": 17}
+_REDOPS = (("SUM", 1), ("PRODUCT", 2), ("MAX", 3), ("MIN", 4), ("AVG", 5), ("BAND", 6), ("BOR", 7),
+           ("BXOR", 8))
+
+# The one table: each function recorded, its op, the parameter naming its
+# root (collectives) or peer (send/recv), and the one holding its data.
+CALLS = (
+    ("all_reduce", "allreduce", None, "tensor"),
+    ("all_reduce_coalesced", "allreduce", None, "tensors"),
+    ("broadcast", "bcast", "src", "tensor"),
+    ("reduce", "reduce", "dst", "tensor"),
+    ("all_gather", "allgather", None, "tensor"),
+    ("all_gather_coalesced", "allgather", None, "input_tensor_list"),
+    ("all_gather_into_tensor", "allgather", None, "input_tensor"),
+    ("_all_gather_base", "allgather", None, "input_tensor"),
+    ("reduce_scatter", "reducescatter", None, "output"),
+    ("reduce_scatter_tensor", "reducescatter", None, "output"),
+    ("_reduce_scatter_base", "reducescatter", None, "output"),
+    ("all_to_all", "alltoall", None, "input_tensor_list"),
+    ("all_to_all_single", "alltoall", None, "input"),
+    ("gather", "gather", "dst", "tensor"),
+    ("scatter", "scatter", "src", "tensor"),
+    ("barrier", "barrier", None, None),
+    ("monitored_barrier", "barrier", None, None),
+    ("all_gather_object", "allgather", None, None),
+    ("broadcast_object_list", "bcast", "src", "object_list"),
+    ("gather_object", "gather", "dst", None),
+    ("scatter_object_list", "scatter", "src", None),
+    ("send", "send", "dst", "tensor"),
+    ("recv", "recv", "src", "tensor"),
+    ("isend", "send", "dst", "tensor"),
+    ("irecv", "recv", "src", "tensor"),
+)
+_POSTING = ("isend", "irecv")  # always nonblocking
+_TARGET = "torch.distributed.distributed_c10d"
+# Where programs keep their groups: module -> its globals named like "_TENSOR_MODEL_PARALLEL_GROUP".
+_GROUP_MODULES = ("megatron.core.parallel_state", "megatron.mpu.initialize", "megatron.core.mpu",
+                  "megatron.mpu", "deepspeed.utils.groups")
+
+_lib = None
+_c10d = None
+_tls = threading.local()
+_groups = {}     # process group -> _Group, or None where this rank is no member
+_calls = {}      # (name, nonblocking) -> call id
+_posted = {}     # Work -> (handle, group, source is any)
+_handles = itertools.count(1)
+_lock = threading.Lock()
+_warned = []
+
+
+def _warn(what, e):
+    if not _warned:
+        _warned.append(what)
+        sys.stderr.write("hangtrace: torch.distributed %s not traced: %s: %s\n" % (what, type(e).__name__, e))
+
+
+class _Group(object):
+    __slots__ = ("comm", "index_of", "members")
+
+    def __init__(self, comm, members):
+        self.comm = comm
+        self.members = members
+        self.index_of = {g: i for i, g in enumerate(members)}
+
+
+def _load_library():
+    lib = ctypes.CDLL(None)  # the preloaded library is in the global scope
+    try:
+        lib.hangtrace_call_begin
+    except AttributeError:
+        return None
+    u64, i32 = ctypes.c_uint64, ctypes.c_int
+    lib.hangtrace_call_register.argtypes = [ctypes.c_char_p, i32, i32, ctypes.c_uint]
+    lib.hangtrace_comm_register.argtypes = [u64, ctypes.c_char_p, i32, i32, ctypes.POINTER(ctypes.c_int32)]
+    lib.hangtrace_comm_free.argtypes = [i32]
+    lib.hangtrace_set_rank.argtypes = [i32, i32]
+    lib.hangtrace_call_begin.argtypes = [i32, i32, i32, i32, u64, i32, i32, u64]
+    lib.hangtrace_call_end.argtypes = [i32, i32, i32]
+    lib.hangtrace_request_end.argtypes = [u64, i32, i32]
+    return lib
+
+
+def _call_id(name, op, flags):
+    key = (name, flags)
+    cid = _calls.get(key)
+    if cid is None:
+        with _lock:
+            cid = _calls.get(key)
+            if cid is None:
+                cid = _lib.hangtrace_call_register(name.encode(), _API_TORCH, _OP[op], flags)
+                _calls[key] = cid
+    return cid
+
+
+def _group_name(pg):
+    for get in (lambda: pg.group_name, lambda: _c10d._pg_names[pg], lambda: _c10d._world.pg_names[pg]):
+        try:
+            name = get()
+            if name:
+                return str(name)
+        except Exception:
+            pass
+    return ""
+
+
+def _label(pg, default):
+    if pg is default:
+        return "default_pg"
+    desc = getattr(pg, "group_desc", None)  # torch 2.4+: new_group(group_desc=...)
+    if isinstance(desc, str) and desc and desc != "undefined":
+        return desc
+    for name in _GROUP_MODULES:
+        module = sys.modules.get(name)
+        for var, value in (vars(module).items() if module else ()):
+            if value is pg and var.endswith("_GROUP"):
+                return var.strip("_")[:-len("_GROUP")].lower()
+    return ""
+
+
+def _register(pg):
+    default = _c10d._get_default_group()
+    members = [int(r) for r in _c10d.get_process_group_ranks(pg)]
+    me = _c10d.get_rank()
+    if me not in members:
+        return None
+    text = "torch|%s|%s" % (_group_name(pg), ",".join(map(str, members)))
+    gid = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") or 1
+    arr = (ctypes.c_int32 * len(members))(*members)
+    comm = _lib.hangtrace_comm_register(gid, _label(pg, default).encode()[:47], len(members),
+                                        members.index(me), arr)
+    if comm < 0:
+        return None
+    if pg is default:
+        _lib.hangtrace_set_rank(me, len(members))
+    return _Group(comm, members)
+
+
+def _group_of(pg):
+    if pg is None:
+        pg = _c10d._get_default_group()
+    try:
+        return _groups[pg]
+    except KeyError:
+        g = _groups[pg] = _register(pg)
+        return g
+
+
+def _numel_dtype(data):
+    if isinstance(data, (list, tuple)):
+        if not data:
+            return 0, 0
+        if not hasattr(data[0], "numel"):
+            return len(data), 0  # a list of objects
+        data = data[0]
+    if data is None or not hasattr(data, "numel"):
+        return 0, 0
+    return int(data.numel()), _DTYPES.get(str(data.dtype).replace("torch.", ""), 255)
+
+
+def _redop(op):
+    if op is None:
+        return 1  # the default, SUM
+    for name, value in _REDOPS:
+        try:
+            if op == getattr(_c10d.ReduceOp, name):
+                return value
+        except Exception:
+            pass
+    return 255
+
+
+def _wrap(fn_name, op, peer_param, data_param, real):
+    params = list(inspect.signature(real).parameters.values())
+    names = [p.name for p in params]
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+    def where(name):
+        return names.index(name) if name in names else None
+
+    at = {n: where(n) for n in ("group", "async_op", "op", "tag", peer_param, data_param) if n}
+    p2p = op in ("send", "recv")
+    rooted = peer_param is not None and not p2p
+    base = (_P2P if p2p else _COLLECTIVE) | (_ROOTED if rooted else 0)
+
+    def arg(args, kwargs, name):
+        i = at.get(name)
+        if i is not None and i < len(args):
+            return args[i]
+        return kwargs.get(name, defaults.get(name))
+
+    def begin(args, kwargs):
+        posting = fn_name in _POSTING or bool(arg(args, kwargs, "async_op"))
+        group = _group_of(arg(args, kwargs, "group"))
+        if group is None:
+            return None  # this rank is no member: torch returns at once
+        peer, tag = -1, 0
+        if peer_param:
+            group_peer = kwargs.get("group_" + peer_param)  # torch 2.6+: group_src/group_dst
+            if group_peer is not None:
+                peer = int(group_peer)
+            else:
+                global_peer = arg(args, kwargs, peer_param)
+                peer = _ANY_PEER if global_peer is None else group.index_of.get(int(global_peer), -1)
+        if p2p:
+            tag = int(arg(args, kwargs, "tag") or 0)
+        count, dtype = _numel_dtype(arg(args, kwargs, data_param)) if data_param else (0, 0)
+        redop = _redop(arg(args, kwargs, "op")) if "op" in names else 0
+        flags = base | (_NONBLOCKING if posting else _BLOCKING)
+        name = "dist." + fn_name.lstrip("_") + (" async" if posting and fn_name not in _POSTING else "")
+        handle = next(_handles) if posting else 0
+        if _lib.hangtrace_call_begin(_call_id(name, op, flags), group.comm, peer, tag, count, dtype, redop,
+                                     handle) < 0:
+            return None
+        return posting, handle, group, peer == _ANY_PEER
+
+    @functools.wraps(real)
+    def wrapper(*args, **kwargs):
+        if getattr(_tls, "inside", False):
+            return real(*args, **kwargs)
+        try:
+            rec = begin(args, kwargs)
+        except Exception as e:
+            _warn("calls are", e)
+            rec = None
+        _tls.inside = True
+        try:
+            ret = real(*args, **kwargs)
+        except BaseException:
+            if rec is not None:
+                if rec[0]:
+                    _lib.hangtrace_request_end(rec[1], -1, -1)
+                else:
+                    _lib.hangtrace_call_end(1, -1, -1)
+            raise
+        finally:
+            _tls.inside = False
+        if rec is not None:
+            posting, handle, group, any_source = rec
+            if not posting:
+                # recv from any source returns the sender's global rank.
+                source = group.index_of.get(ret, -1) if any_source and isinstance(ret, int) else -1
+                _lib.hangtrace_call_end(0, source, -1)
+            elif ret is None:
+                _lib.hangtrace_request_end(handle, -1, -1)
+            else:
+                try:
+                    with _lock:
+                        if len(_posted) >= 4096:  # works never waited on: forget the oldest
+                            _posted.pop(next(iter(_posted)))
+                        _posted[ret] = (handle, group, any_source)
+                except TypeError:  # not hashable: ends now, as far as we can tell
+                    _lib.hangtrace_request_end(handle, -1, -1)
+        return ret
+
+    wrapper.__hangtrace__ = True
+    return wrapper
+
+
+def _end_posted(work, entry):
+    handle, group, any_source = entry
+    source = -1
+    if any_source:
+        try:
+            source = group.index_of.get(int(work.source_rank()), -1)
+        except Exception:
+            pass
+    _lib.hangtrace_request_end(handle, source, -1)
+
+
+def _wrap_work(work_class):
+    real_wait = work_class.wait
+    real_is_completed = getattr(work_class, "is_completed", None)
+
+    @functools.wraps(real_wait)
+    def wait(self, *args, **kwargs):
+        with _lock:
+            entry = _posted.pop(self, None)
+        if entry is None:
+            return real_wait(self, *args, **kwargs)
+        cid = _call_id("dist.Work.wait", "wait", _COMPLETION | _BLOCKING)
+        recorded = _lib.hangtrace_call_begin(cid, -1, -1, 0, 1, 0, 0, entry[0]) >= 0
+        try:
+            ret = real_wait(self, *args, **kwargs)
+        except BaseException:
+            if recorded:
+                _lib.hangtrace_call_end(1, -1, -1)
+            with _lock:
+                _posted[self] = entry  # not completed
+            raise
+        if recorded:
+            _lib.hangtrace_call_end(0, -1, -1)
+        _end_posted(self, entry)
+        return ret
+
+    work_class.wait = wait
+    if real_is_completed is not None:
+        @functools.wraps(real_is_completed)
+        def is_completed(self):
+            done = real_is_completed(self)
+            if done:
+                with _lock:
+                    entry = _posted.pop(self, None)
+                if entry is not None:
+                    _end_posted(self, entry)
+            return done
+
+        work_class.is_completed = is_completed
+
+
+def _wrap_destroy(real):
+    @functools.wraps(real)
+    def destroy_process_group(group=None, *args, **kwargs):
+        try:
+            with _lock:
+                gone = list(_groups) if group is None else [group]
+                for pg in gone:
+                    g = _groups.pop(pg, None)
+                    if g is not None:
+                        _lib.hangtrace_comm_free(g.comm)
+        except Exception as e:
+            _warn("groups are", e)
+        return real(group, *args, **kwargs)
+
+    destroy_process_group.__hangtrace__ = True
+    return destroy_process_group
+
+
+def patch(module):
+    """Wraps the calls of torch.distributed.distributed_c10d, before
+    torch.distributed re-exports them."""
+    global _c10d
+    _c10d = module
+    for fn_name, op, peer_param, data_param in CALLS:
+        real = getattr(module, fn_name, None)
+        if real is None or getattr(real, "__hangtrace__", False):
+            continue
+        setattr(module, fn_name, _wrap(fn_name, op, peer_param, data_param, real))
+    real = getattr(module, "destroy_process_group", None)
+    if real is not None and not getattr(real, "__hangtrace__", False):
+        module.destroy_process_group = _wrap_destroy(real)
+    work = getattr(module, "Work", None)
+    if work is not None and not getattr(work.wait, "__wrapped__", None):
+        _wrap_work(work)
+
+
+class _Loader(object):
+    """The real loader of distributed_c10d, then patch()."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def create_module(self, spec):
+        return self._real.create_module(spec)
+
+    def exec_module(self, module):
+        self._real.exec_module(module)
+        try:
+            patch(module)
+        except Exception as e:
+            _warn("calls are", e)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _Finder(object):
+    """Finds nothing itself: when distributed_c10d is imported, the spec the
+    other finders give, with its loader wrapped."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def install():
+    """Arms the hook (a no-op where the preloaded library is not there)."""
+    global _lib
+    if _lib is not None:
+        return
+    _lib = _load_library()
+    if _lib is None:
+        return
+    module = sys.modules.get(_TARGET)
+    if module is not None:
+        patch(module)  # imported already: its re-exports are torch's own
+    else:
+        sys.meta_path.insert(0, _Finder())
