@@ -18,12 +18,12 @@
 #include "tracer/handle_map.h"
 #include "tracer/hash.h"
 
-namespace hangtrace::mpi {
+namespace hangtrace::HT_MPI_NS {
 
 // What the wrappers read inline (mpi_support.h).
 EnumCache g_dtype_cache, g_redop_cache;
 uint32_t g_comm_epoch = 0;
-constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {MPI_Comm{}, 0, 0};
 EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
 constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec"))) = {
     0, 0, fmt::kNoComm};
@@ -42,14 +42,53 @@ decltype(&PMPI_Group_size) g_MPI_Group_size;
 decltype(&PMPI_Group_translate_ranks) g_MPI_Group_translate_ranks;
 decltype(&PMPI_Group_free) g_MPI_Group_free;
 decltype(&PMPI_Initialized) g_MPI_Initialized;
+#if !HT_MPI_NO_FORTRAN
 decltype(&PMPI_Comm_f2c) g_MPI_Comm_f2c;
 decltype(&PMPI_Type_f2c) g_MPI_Type_f2c;
 decltype(&PMPI_Op_f2c) g_MPI_Op_f2c;
 decltype(&PMPI_Status_f2c) g_MPI_Status_f2c;
 decltype(&PMPI_Request_f2c) g_MPI_Request_f2c;
 decltype(&PMPI_Message_f2c) g_MPI_Message_f2c;
+#endif
 decltype(&PMPI_Finalized) g_MPI_Finalized;
 
+#if HT_MPICH
+// MPICH's predefined handles are integer constants of its mpi.h, the same
+// in every library of its ABI (MPICH, Intel MPI, Cray MPICH, MVAPICH).
+struct NamedDtype {
+  MPI_Datatype handle;
+  fmt::Dtype value;
+};
+constexpr NamedDtype kDtypes[] = {
+    {MPI_CHAR, fmt::Dtype::kChar},        {MPI_SIGNED_CHAR, fmt::Dtype::kInt8},
+    {MPI_UNSIGNED_CHAR, fmt::Dtype::kUint8}, {MPI_BYTE, fmt::Dtype::kByte},
+    {MPI_SHORT, fmt::Dtype::kInt16},      {MPI_UNSIGNED_SHORT, fmt::Dtype::kUint16},
+    {MPI_INT, fmt::Dtype::kInt32},        {MPI_UNSIGNED, fmt::Dtype::kUint32},
+    {MPI_LONG, fmt::Dtype::kInt64},       {MPI_UNSIGNED_LONG, fmt::Dtype::kUint64},
+    {MPI_LONG_LONG_INT, fmt::Dtype::kInt64}, {MPI_UNSIGNED_LONG_LONG, fmt::Dtype::kUint64},
+    {MPI_INT8_T, fmt::Dtype::kInt8},      {MPI_UINT8_T, fmt::Dtype::kUint8},
+    {MPI_INT16_T, fmt::Dtype::kInt16},    {MPI_UINT16_T, fmt::Dtype::kUint16},
+    {MPI_INT32_T, fmt::Dtype::kInt32},    {MPI_UINT32_T, fmt::Dtype::kUint32},
+    {MPI_INT64_T, fmt::Dtype::kInt64},    {MPI_UINT64_T, fmt::Dtype::kUint64},
+    {MPI_FLOAT, fmt::Dtype::kFloat32},    {MPI_DOUBLE, fmt::Dtype::kFloat64},
+    {MPI_LONG_DOUBLE, fmt::Dtype::kLongDouble}, {MPI_C_BOOL, fmt::Dtype::kBool},
+    {MPI_FLOAT_INT, fmt::Dtype::kPair},   {MPI_DOUBLE_INT, fmt::Dtype::kPair},
+    {MPI_LONG_INT, fmt::Dtype::kPair},    {MPI_2INT, fmt::Dtype::kPair},
+    {MPI_SHORT_INT, fmt::Dtype::kPair},   {MPI_LONG_DOUBLE_INT, fmt::Dtype::kPair},
+    {MPI_DATATYPE_NULL, fmt::Dtype::kNone},
+};
+struct NamedRedop {
+  MPI_Op handle;
+  fmt::Redop value;
+};
+constexpr NamedRedop kRedops[] = {
+    {MPI_SUM, fmt::Redop::kSum},   {MPI_PROD, fmt::Redop::kProd},  {MPI_MAX, fmt::Redop::kMax},
+    {MPI_MIN, fmt::Redop::kMin},   {MPI_BAND, fmt::Redop::kBand},  {MPI_BOR, fmt::Redop::kBor},
+    {MPI_BXOR, fmt::Redop::kBxor}, {MPI_LAND, fmt::Redop::kLand},  {MPI_LOR, fmt::Redop::kLor},
+    {MPI_LXOR, fmt::Redop::kLxor}, {MPI_MAXLOC, fmt::Redop::kMaxloc}, {MPI_MINLOC, fmt::Redop::kMinloc},
+    {MPI_REPLACE, fmt::Redop::kReplace}, {MPI_OP_NULL, fmt::Redop::kNone},
+};
+#else
 // Open MPI's predefined handles are addresses of data symbols in libmpi
 // (MPI_COMM_WORLD is &ompi_mpi_comm_world). They are looked up by name when
 // MPI is first called (FindOpenMpi), never referenced at link time: libmpi
@@ -90,31 +129,32 @@ constexpr NamedRedop kRedops[] = {
     {"ompi_mpi_op_maxloc", fmt::Redop::kMaxloc}, {"ompi_mpi_op_minloc", fmt::Redop::kMinloc},
     {"ompi_mpi_op_replace", fmt::Redop::kReplace}, {"ompi_mpi_op_null", fmt::Redop::kNone},
 };
+#endif
 constexpr size_t kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
 constexpr size_t kNumRedops = sizeof(kRedops) / sizeof(kRedops[0]);
 
-// The handles, filled once by FindOpenMpi before g_mpi_library says kOpenMpi
+// The handles, filled once by FindMpi before g_mpi_library says kReady
 // (release), read by every wrapper after it (acquire): no lock on the way.
-struct OpenMpiHandles {
-  MPI_Comm world = nullptr, self = nullptr, null = nullptr;
-  MPI_Request request_null = nullptr;
+struct MpiHandles {
+  MPI_Comm world{}, self{}, null{};
+  MPI_Request request_null{};
   MPI_Datatype dtypes[kNumDtypes] = {};
   MPI_Op redops[kNumRedops] = {};
 };
-OpenMpiHandles g_ompi;
+MpiHandles g_handles;
 
 }  // namespace
 
 uint8_t DtypeSlow(MPI_Datatype d) {
   for (size_t i = 0; i < kNumDtypes; ++i) {
-    if (g_ompi.dtypes[i] == d) return uint8_t(kDtypes[i].value);
+    if (g_handles.dtypes[i] == d) return uint8_t(kDtypes[i].value);
   }
   return uint8_t(fmt::Dtype::kOther);
 }
 
 uint8_t RedopSlow(MPI_Op op) {
   for (size_t i = 0; i < kNumRedops; ++i) {
-    if (g_ompi.redops[i] == op) return uint8_t(kRedops[i].value);
+    if (g_handles.redops[i] == op) return uint8_t(kRedops[i].value);
   }
   return uint8_t(fmt::Redop::kOther);
 }
@@ -139,7 +179,7 @@ std::vector<int32_t> WorldRanks(MPI_Comm comm, bool remote) {
       MPI_SUCCESS) {
     return out;
   }
-  HT_PMPI(MPI_Comm_group)(g_ompi.world, &world);
+  HT_PMPI(MPI_Comm_group)(g_handles.world, &world);
   int n = 0;
   HT_PMPI(MPI_Group_size)(group, &n);
   std::vector<int> in(size_t(std::max(n, 0))), ranks(size_t(std::max(n, 0)));
@@ -291,7 +331,7 @@ MPI_Request* SavedRequests(int count) {
 
 // The MPI libraries hangtrace looks in when the global scope has no MPI:
 // one opened with RTLD_LOCAL (a Python extension's libmpi) is found by soname.
-const char* const kMpiLibraries[] = {"libmpi.so.40", "libmpi.so.12", "libmpi.so"};
+const char* const kMpiLibraries[] = {"libmpi.so.40", "libmpi.so.12", "libmpich.so.12", "libmpi.so"};
 
 // glibc's dlsym throughout (RealDlsym): our exported dlsym consults this.
 void* FindReal(const char* name) {
@@ -318,6 +358,7 @@ void* ResolveReal(const char* name) {
   return f;
 }
 
+#if !HT_MPI_NO_FORTRAN  // MPICH's Fortran bindings call the C functions
 MPI_Comm FortranComm(MPI_Fint comm) { return HT_PMPI(MPI_Comm_f2c)(comm); }
 MPI_Datatype FortranType(MPI_Fint type) { return HT_PMPI(MPI_Type_f2c)(type); }
 MPI_Op FortranOp(MPI_Fint op) { return HT_PMPI(MPI_Op_f2c)(op); }
@@ -380,11 +421,12 @@ MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests) {
   for (int k = 0; k < count; ++k) saved[k] = FortranRequest(requests[k]);
   return saved;
 }
+#endif
 
 uint16_t CommIndexSlow(MPI_Comm comm) {
   const uint32_t epoch = __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE);
   LastComm& last = t_last_comm;
-  if (comm == g_ompi.null) return fmt::kNoComm;
+  if (comm == g_handles.null) return fmt::kNoComm;
   uint64_t key = HandleKey(comm);
   int found = g_comm_map.Find(key);
   if (found >= 0) {
@@ -403,11 +445,11 @@ uint16_t CommIndexSlow(MPI_Comm comm) {
   if (found < 0) {
     NewComm n;
     std::vector<int32_t> members;
-    if (comm == g_ompi.world) {
+    if (comm == g_handles.world) {
       n.id = fmt::kWorldCommId;
       n.label = "world";
       n.world = true;
-    } else if (comm == g_ompi.self) {
+    } else if (comm == g_handles.self) {
       n.id = Combine(HashString("self"), uint64_t(uint32_t(WorldRank())));
       n.label = "self";
       members.push_back(WorldRank());
@@ -431,7 +473,7 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
   // Every member of the parent counts the creation, also those that get
   // MPI_COMM_NULL (color MPI_UNDEFINED), so the counters stay in step.
   uint32_t counter = collective_over_parent ? NextChildCounter(parent_index) : 0;
-  if (newcomm == g_ompi.null) return;
+  if (newcomm == g_handles.null) return;
   const char* call_name = call < g_trace->header->counters.call_count ? g_trace->calls[call].name : "?";
 
   pthread_mutex_lock(&g_comm_lock);
@@ -467,7 +509,7 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
 }
 
 void CommFreeing(MPI_Comm comm) {
-  if (comm == g_ompi.null) return;
+  if (comm == g_handles.null) return;
   uint64_t key = HandleKey(comm);
   int index = g_comm_map.Find(key);
   if (index >= 0) MarkCommFreed(uint16_t(index));
@@ -484,7 +526,7 @@ void CommNamed(MPI_Comm comm, const char* name) {
 
 
 void PersistentMade(fmt::Record& r, MPI_Request request) {
-  if (request == g_ompi.request_null) return;
+  if (request == g_handles.request_null) return;
   r.handle = HandleKey(request);
   fmt::Record mark = r;
   RecordEvent(mark, fmt::EventKind::kMark);
@@ -493,7 +535,7 @@ void PersistentMade(fmt::Record& r, MPI_Request request) {
 
 void PersistentStarted(MPI_Request request) {
   fmt::Record r;
-  if (request == g_ompi.request_null || !g_trace || !FindPersistent(HandleKey(request), &r)) return;
+  if (request == g_handles.request_null || !g_trace || !FindPersistent(HandleKey(request), &r)) return;
   const bool send = r.call < g_trace->header->counters.call_count &&
                     fmt::Op(g_trace->calls[r.call].op) == fmt::Op::kSend;
   r.seq = 0;
@@ -506,7 +548,7 @@ void PersistentStarted(MPI_Request request) {
 }
 
 void Posted(fmt::Record& r, MPI_Request request) {
-  if (request == g_ompi.request_null) return;
+  if (request == g_handles.request_null) return;
   r.handle = HandleKey(request);
   if (!RecordEvent(r, fmt::EventKind::kBegin)) return;
   Remember(r.handle, r);
@@ -560,7 +602,7 @@ MPI_Status* StatusBuffer(MPI_Status* given, bool ignored, int count) {
 }
 
 void Retire(MPI_Request saved, const MPI_Status* status) {
-  if (saved == g_ompi.request_null || !g_trace) return;
+  if (saved == g_handles.request_null || !g_trace) return;
   fmt::Record r;
   if (!Take(HandleKey(saved), &r)) return;  // not posted by a traced call
   if (r.call < g_trace->header->counters.call_count &&
@@ -582,13 +624,36 @@ pthread_mutex_t g_find_lock = PTHREAD_MUTEX_INITIALIZER;
 // (a copy relocation: MPI_COMM_WORLD in the program is that copy, and
 // libmpi uses it too); then the library that defines the real PMPI_Init,
 // however it was opened (mpi4py's libmpi is in no global scope).
+#if !HT_MPICH
 void* MpiData(const char* symbol, void* library) {
   void* p = RealDlsym(RTLD_DEFAULT, symbol);
   return p || !library ? p : RealDlsym(library, symbol);
 }
+#endif
 }  // namespace
 
-bool FindOpenMpi() {
+#if HT_MPICH
+bool FindMpi() {
+  // Reached only once mpi_abi.cc found an MPICH-ABI library: the handles
+  // are the constants of its mpi.h.
+  pthread_mutex_lock(&g_find_lock);
+  if (__atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE) == int(MpiLibrary::kUnknown)) {
+    MpiHandles h;
+    h.world = MPI_COMM_WORLD;
+    h.self = MPI_COMM_SELF;
+    h.null = MPI_COMM_NULL;
+    h.request_null = MPI_REQUEST_NULL;
+    for (size_t i = 0; i < kNumDtypes; ++i) h.dtypes[i] = kDtypes[i].handle;
+    for (size_t i = 0; i < kNumRedops; ++i) h.redops[i] = kRedops[i].handle;
+    g_handles = h;
+    __atomic_store_n(&g_mpi_library, int(MpiLibrary::kReady), __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&g_find_lock);
+  return true;
+}
+
+#else
+bool FindMpi() {
   pthread_mutex_lock(&g_find_lock);
   int state = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
   if (state == int(MpiLibrary::kUnknown)) {
@@ -597,7 +662,7 @@ bool FindOpenMpi() {
     if (void* init = FindReal("PMPI_Init"); init && dladdr(init, &info) && info.dli_fname) {
       library = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     }
-    OpenMpiHandles h;
+    MpiHandles h;
     h.world = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_world", library));
     h.self = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_self", library));
     h.null = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_null", library));
@@ -612,12 +677,12 @@ bool FindOpenMpi() {
       all &= h.redops[i] != nullptr;
     }
     if (all) {
-      g_ompi = h;
-      state = int(MpiLibrary::kOpenMpi);
+      g_handles = h;
+      state = int(MpiLibrary::kReady);
     } else if (library) {
       state = int(MpiLibrary::kOther);
       std::string line = std::string("hangtrace: the MPI library ") + info.dli_fname +
-                         " is not the Open MPI hangtrace was built for: its calls pass through untraced";
+                         " is not an MPI hangtrace was built for (" HT_MPI_BUILT_FOR "): its calls pass through untraced";
       WriteStderrLine(line.c_str());
     }
     // Neither: no MPI library is loaded yet (a probe, or a call that will
@@ -626,8 +691,10 @@ bool FindOpenMpi() {
     __atomic_store_n(&g_mpi_library, state, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g_find_lock);
-  return state == int(MpiLibrary::kOpenMpi);
+  return state == int(MpiLibrary::kReady);
 }
+
+#endif
 
 void RegisterMpiCalls() {
   for (int i = 0; i < kNumMpiCalls; ++i) {
@@ -638,15 +705,15 @@ void RegisterMpiCalls() {
 void Initialized(int provided_level) {
   if (!g_trace) return;
   int rank = -1, size = -1;
-  HT_PMPI(MPI_Comm_rank)(g_ompi.world, &rank);
-  HT_PMPI(MPI_Comm_size)(g_ompi.world, &size);
+  HT_PMPI(MPI_Comm_rank)(g_handles.world, &rank);
+  HT_PMPI(MPI_Comm_size)(g_handles.world, &size);
   SetRank(rank, size, fmt::RankSource::kMpi);
   g_trace->process->mpi_thread_level = provided_level;
-  CommIndex(g_ompi.world);
-  CommIndex(g_ompi.self);
+  CommIndex(g_handles.world);
+  CommIndex(g_handles.self);
   // MPI_Init installed the MPI library's own fatal-signal handlers over ours;
   // take them back, chaining to the library's.
   if (RuntimeConfig().stacks) InstallSignalHandlers();
 }
 
-}  // namespace hangtrace::mpi
+}  // namespace hangtrace::HT_MPI_NS

@@ -14,9 +14,33 @@
 // collective over the group only: it counts per (parent, group) instead.
 #pragma once
 
+// One MPI ABI per build of these files. Open MPI's by default (namespace
+// hangtrace::mpi, mpi.h from the include path, exported wrappers). Where
+// MPICH's headers are installed they are built a second time for MPICH's
+// ABI, which Intel MPI, Cray MPICH and MVAPICH share (HT_MPICH=1,
+// HT_MPI_NS=mpich, HT_MPI_HEADER its mpi.h); each build's wrappers then get
+// a prefix (HT_MPI_PREFIX: ht_ompi_, ht_mpich_) and the exported symbols
+// jump to one or the other (mpi_abi.cc).
+#ifndef HT_MPI_NS
+#define HT_MPI_NS mpi
+#endif
+#define HT_MPI_CAT2(a, b) a##b
+#define HT_MPI_CAT(a, b) HT_MPI_CAT2(a, b)
+#ifdef HT_MPI_PREFIX
+#define HT_MPI_SYMBOL(name) HT_MPI_CAT(HT_MPI_PREFIX, name)
+#define HT_MPI_EXPORT extern "C" __attribute__((visibility("hidden")))
+#else
+#define HT_MPI_SYMBOL(name) name
+#define HT_MPI_EXPORT extern "C" __attribute__((visibility("default")))
+#endif
+
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
+#ifdef HT_MPI_HEADER
+#include HT_MPI_HEADER
+#else
 #include <mpi.h>
+#endif
 
 #include <cstdint>
 #include <type_traits>
@@ -24,28 +48,29 @@
 #include "tracer/hash.h"
 #include "tracer/runtime.h"
 
-namespace hangtrace::mpi {
+namespace hangtrace::HT_MPI_NS {
 
 
-// Whether the MPI library in the process is the one hangtrace was built for.
+// Whether the MPI library in the process is the one this build is for.
 // Decided at the first MPI call, not at load: mpi4py, torch and any plugin
 // load libmpi with dlopen long after start-up, and a program without MPI
 // must load us without it.
 enum class MpiLibrary : int {
   kUnknown = 0,  // not looked for yet, or no MPI library loaded yet
-  kOpenMpi = 1,  // found: its predefined handles are resolved
-  kOther = 2,    // another MPI (MPICH, Intel MPI): calls pass through
+  kReady = 1,    // found: its predefined handles are resolved
+  kOther = 2,    // another MPI: calls pass through
 };
 extern int g_mpi_library;  // MpiLibrary, atomic
-// Slow path of MpiReady: looks for Open MPI and resolves its handles once.
-bool FindOpenMpi();
+// Slow path of MpiReady: looks for the MPI of this build and resolves its
+// handles once.
+bool FindMpi();
 __attribute__((always_inline)) inline bool MpiReady() {
   int s = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
-  return s == int(MpiLibrary::kOpenMpi) || (s == int(MpiLibrary::kUnknown) && FindOpenMpi());
+  return s == int(MpiLibrary::kReady) || (s == int(MpiLibrary::kUnknown) && FindMpi());
 }
 
 // True when this call should be recorded: the process is traced, the thread
-// is not already inside a traced call, and its MPI is Open MPI. The first
+// is not already inside a traced call, and its MPI is this build's. The first
 // such call of a process started lazily makes its file.
 __attribute__((always_inline)) inline bool Tracing() {
   if (__builtin_expect(g_trace != nullptr, 1)) return t_thread.depth == 0 && MpiReady();
@@ -293,4 +318,4 @@ extern uint16_t g_mpi_call[];
 // Registers kMpiCalls into the trace file's call table (at start-up).
 void RegisterMpiCalls();
 
-}  // namespace hangtrace::mpi
+}  // namespace hangtrace::HT_MPI_NS

@@ -3,6 +3,9 @@
 // the runtime registers every wrapped call in the trace file's call table
 // when it makes the file.
 #include "interpose/mpi_support.h"
+#if HANGTRACE_HAVE_MPICH
+#include "interpose/mpi_abi.h"
+#endif
 #if HANGTRACE_HAVE_GPU
 #include "interpose/gpu_support.h"
 #endif
@@ -19,6 +22,9 @@ namespace {
 // call), before the file is published to other threads.
 void RegisterCalls() {
   hangtrace::mpi::RegisterMpiCalls();
+#if HANGTRACE_HAVE_MPICH
+  hangtrace::mpich::RegisterMpiCalls();  // the same names: the same entries
+#endif
 #if HANGTRACE_HAVE_GPU
   hangtrace::gpu::RegisterGpuCalls();
 #endif

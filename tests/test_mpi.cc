@@ -401,13 +401,20 @@ TEST(Mpi, MessagesOnASlotTakenAgainCountFromOne) {
 // posts is ended by the completion call that retired it (a wildcard
 // receive with the source and sequence number its status gave), and the
 // ranks agree on the communicators they made.
-TEST(Mpi, AFortranProgramsCallsAreTracedAsTheCOnes) {
-  const std::string prog = std::string(HT_OTHER_DIR) + "/families_fortran";
-  if (access(prog.c_str(), X_OK) != 0) GTEST_SKIP() << prog << " was not built (gfortran)";
+// Under MPICH (mpirun.mpich) the same program goes through MPICH's Fortran
+// bindings, which call the C functions: the MPICH build's C wrappers
+// record the same calls.
+class FortranMpis : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FortranMpis, AFortranProgramsCallsAreTracedAsTheCOnes) {
+  const bool mpich = GetParam() == "mpich";
+  const std::string prog = std::string(HT_OTHER_DIR) + (mpich ? "/families_fortran_mpich" : "/families_fortran");
+  if (access(prog.c_str(), X_OK) != 0) GTEST_SKIP() << prog << " was not built (gfortran, mpich)";
   TempDir dir;
-  ProgramResult r = RunProgram({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
-                                "job", "--", prog},
-                               testing::kMpiAsRoot, 60);
+  std::vector<std::string> argv = {mpich ? "mpirun.mpich" : "mpirun", "-np", "4"};
+  if (!mpich) argv.push_back("--oversubscribe");
+  argv.insert(argv.end(), {HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--", prog});
+  ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 60);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto ranks = ReadRanks(dir);
   ASSERT_EQ(ranks.size(), 4u);
@@ -451,6 +458,53 @@ TEST(Mpi, AFortranProgramsCallsAreTracedAsTheCOnes) {
   Diagnosis d = Diagnose(job);
   EXPECT_EQ(d.summary, "every rank exited");
   for (const RankView& v : job.ranks) EXPECT_TRUE(v.pending.empty()) << "rank " << v.rank << " has requests never ended";
+}
+
+INSTANTIATE_TEST_SUITE_P(Mpi, FortranMpis, ::testing::Values("openmpi", "mpich"),
+                         [](const auto& info) { return info.param; });
+
+// A C program built with MPICH (Debian's mpich: the ABI of Intel MPI, Cray
+// MPICH and MVAPICH too), run by mpirun.mpich: the MPICH build of the
+// wrappers records it exactly as the Open MPI build records the same
+// program under Open MPI.
+TEST(Mpi, AProgramBuiltWithMpichIsTracedAsUnderOpenMpi) {
+  const std::string prog = std::string(HT_OTHER_DIR) + "/stuck_mpich";
+  if (access(prog.c_str(), X_OK) != 0) GTEST_SKIP() << prog << " was not built (mpich)";
+  TempDir dir;
+  ProgramResult r = RunProgram({"mpirun.mpich", "-np", "4", HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--",
+                                prog, "families"},
+                               testing::kMpiAsRoot, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("not an MPI hangtrace was built for"), std::string::npos) << r.err;
+  auto ranks = ReadRanks(dir);
+  ASSERT_EQ(ranks.size(), 4u);
+  CheckCommIdentity(ranks, 4);
+  CheckCollectiveSequences(ranks);
+  size_t pairs = 0;
+  CheckPointToPoint(ranks, &pairs);
+  EXPECT_GE(pairs, 4u * 8);
+  CheckRequestsRetired(ranks);
+  std::set<std::string> labels, calls;
+  std::set<uint8_t> dtypes, redops;
+  for (const auto& [rank, s] : ranks) {
+    for (size_t i = 0; i < s.comms.size(); ++i) {
+      if (s.comm_valid[i]) labels.insert(s.CommLabel(uint16_t(i)));
+    }
+    for (const Event& e : s.events) {
+      calls.insert(s.CallName(e.rec.call));
+      dtypes.insert(e.rec.dtype);
+      redops.insert(e.rec.redop);
+    }
+  }
+  for (const char* l : {"world", "self", "even", "odd", "dup", "created", "grp", "idup"}) EXPECT_TRUE(labels.count(l)) << l;
+  for (const char* c : {"MPI_Init_thread", "MPI_Allreduce", "MPI_Bcast", "MPI_Comm_split", "MPI_Iallreduce",
+                        "MPI_Waitall", "MPI_Send", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv", "MPI_Probe",
+                        "MPI_Finalize"}) {
+    EXPECT_TRUE(calls.count(c)) << c;
+  }
+  // MPICH's integer handles named as Open MPI's are.
+  EXPECT_TRUE(dtypes.count(uint8_t(fmt::Dtype::kInt32))) << "MPI_INT not named";
+  EXPECT_TRUE(redops.count(uint8_t(fmt::Redop::kSum))) << "MPI_SUM not named";
 }
 
 // A Fortran deadlock through MPI_Wait: every rank waits for a receive from

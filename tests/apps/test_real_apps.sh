@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Real MPI applications from Debian's packages (hpcc, NetPIPE, LAMMPS,
-# GROMACS), which
+# Real MPI applications from Debian's packages (hpcc, NetPIPE built with
+# Open MPI and with MPICH, LAMMPS, GROMACS), which
 # nobody wrote for hangtrace, traced or not, healthy or with one rank
 # stopped (SIGSTOP: what a wedged rank looks like from outside). Each
 # scenario checks the report against what really happened.
@@ -8,6 +8,9 @@
 # SCENARIO:
 #   netpipe-stopped   NPopenmpi (blocking ping-pong) traced, rank 1 stopped:
 #                     a hang, rank 1 the culprit, rank 0 in MPI_Recv from it
+#   netpipe-mpich-stopped
+#                     the same with NPmpich2 (NetPIPE built with MPICH) under
+#                     mpirun.mpich
 #   hpcc-stopped      hpcc traced, rank 2 stopped in MPIRandomAccess, where
 #                     the others poll MPI_Test/Testany on a receive and a send
 #                     in turn: a hang (two snapshots: nobody moved), rank 2
@@ -60,7 +63,7 @@ rank_pid() {
   local p env
   for p in $(pgrep -x "$1"); do
     env=$( { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null) || continue  # it may be gone
-    if grep -qx "HANGTRACE_APPS_TEST=$work" <<< "$env" && grep -qx "OMPI_COMM_WORLD_RANK=$2" <<< "$env"; then
+    if grep -qx "HANGTRACE_APPS_TEST=$work" <<< "$env" && grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2" <<< "$env"; then
       echo "$p"
       return 0
     fi
@@ -103,6 +106,18 @@ netpipe-stopped)
   wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
   sleep 1
   stop_rank NPopenmpi 1
+  sleep 1.5
+  expect_stopped_culprit 1 1
+  expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
+  ;;
+netpipe-mpich-stopped)
+  # The same program built with MPICH (Debian's netpipe-mpich2), under
+  # MPICH's launcher: the MPICH build of the wrappers records it.
+  need NPmpich2 netpipe-mpich2
+  start mpirun.mpich -np 2 "$hangtrace" run --dir "$work/traces" --timeout 0 NPmpich2 -o np.out
+  wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
+  sleep 1
+  stop_rank NPmpich2 1
   sleep 1.5
   expect_stopped_culprit 1 1
   expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'

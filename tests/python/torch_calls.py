@@ -76,11 +76,11 @@ def main():
     reqs = [dist.isend(t, dst=right), dist.irecv(buf, src=left)]
     for r in reqs:
         r.wait()
-    if rank == 0:
-        senders = sorted(dist.recv(buf) for _ in range(size - 1))
+    if rank == 0:  # a tag of their own: a later send to rank 0 may come first
+        senders = sorted(dist.recv(buf, tag=7) for _ in range(size - 1))
         assert senders == list(range(1, size)), senders
     else:
-        dist.send(t, dst=0)
+        dist.send(t, dst=0, tag=7)
     ops = [dist.P2POp(dist.isend, t, right), dist.P2POp(dist.irecv, buf, left)]
     for r in dist.batch_isend_irecv(ops):
         r.wait()
