@@ -386,9 +386,10 @@ def generate(calls, inc_name):
 # are Fortran integers, made C handles with the MPI's own *_f2c.
 FORTRAN_KINDS = {"coll", "icoll", "send", "isend", "recv", "irecv", "sendrecv", "probe", "iprobe", "mrecv", "imrecv",
                  "psend", "precv", "start", "wait", "test", "create", "icreate", "creategrp", "free", "init",
-                 "finalize", "abort"}
-# Not wrapped for Fortran: MPI_Comm_set_name (its name is a CHARACTER with a
-# hidden length argument; a Fortran program's communicators keep their ids).
+                 "finalize", "abort", "setname"}
+# MPI_Comm_set_name's name is a CHARACTER: its length comes after ierror,
+# hidden (a size_t from gfortran; Open MPI's ompi_comm_set_name_f, which
+# `use mpi_f08` calls, takes it as an int: the same register, read as int).
 # What a role's Fortran argument (a pointer to MPI_Fint) puts into the
 # record (handles through caches keyed by the Fortran integer: *_f2c is a
 # call into the MPI each time).
@@ -501,12 +502,33 @@ def fortran_symbols(c):
     return [lower + "_", lower, lower + "__", c.name.upper(), "ompi_" + lower[len("mpi_"):] + "_f"]
 
 
+def fortran_setname(c):
+    """MPI_Comm_set_name from Fortran: the name labels the communicator, as
+    in C (not recorded as a call)."""
+    fn = f"F_{c.name}"
+    params = "MPI_Fint* comm, const char* name, MPI_Fint* ierr, size_t name_len"
+    out = [f"using {fn}_t = void({params});",
+           f"static void {fn}({fn}_t* real, {params}) {{",
+           "  real(comm, name, ierr, name_len);",
+           "  if (*ierr == MPI_SUCCESS && g_trace && MpiReady()) FortranCommNamed(*comm, name, int(name_len));",
+           "}"]
+    for s in fortran_symbols(c):
+        out += [f"static {fn}_t* g_realf_{s};",
+                f"HT_MPI_EXPORT void HT_MPI_SYMBOL({s})({params}) {{",
+                f'  {fn}(Real(g_realf_{s}, "{s}"), comm, name, ierr, name_len);',
+                "}"]
+    return out + [""]
+
+
 def generate_fortran(calls):
     # Not for MPICH (HT_MPI_NO_FORTRAN): its Fortran bindings call the C
     # functions, which the C wrappers record.
     out = ["", "// --- Fortran (see gen_wrappers.py) ---", "#if !HT_MPI_NO_FORTRAN", ""]
     for c in calls:
         if c.kind not in FORTRAN_KINDS:
+            continue
+        if c.kind == "setname":
+            out += fortran_setname(c)
             continue
         names, params = fortran_params(c)
         lower = c.name.lower()

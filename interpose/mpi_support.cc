@@ -75,6 +75,11 @@ constexpr NamedDtype kDtypes[] = {
     {MPI_FLOAT_INT, fmt::Dtype::kPair},   {MPI_DOUBLE_INT, fmt::Dtype::kPair},
     {MPI_LONG_INT, fmt::Dtype::kPair},    {MPI_2INT, fmt::Dtype::kPair},
     {MPI_SHORT_INT, fmt::Dtype::kPair},   {MPI_LONG_DOUBLE_INT, fmt::Dtype::kPair},
+    {MPI_INTEGER, fmt::Dtype::kInt32},    {MPI_INTEGER4, fmt::Dtype::kInt32},
+    {MPI_INTEGER8, fmt::Dtype::kInt64},   {MPI_REAL, fmt::Dtype::kFloat32},
+    {MPI_REAL4, fmt::Dtype::kFloat32},    {MPI_REAL8, fmt::Dtype::kFloat64},
+    {MPI_DOUBLE_PRECISION, fmt::Dtype::kFloat64}, {MPI_LOGICAL, fmt::Dtype::kInt32},
+    {MPI_CHARACTER, fmt::Dtype::kChar},
     {MPI_DATATYPE_NULL, fmt::Dtype::kNone},
 };
 struct NamedRedop {
@@ -114,6 +119,12 @@ constexpr NamedDtype kDtypes[] = {
     {"ompi_mpi_float_int", fmt::Dtype::kPair},  {"ompi_mpi_double_int", fmt::Dtype::kPair},
     {"ompi_mpi_long_int", fmt::Dtype::kPair},   {"ompi_mpi_2int", fmt::Dtype::kPair},
     {"ompi_mpi_short_int", fmt::Dtype::kPair},  {"ompi_mpi_longdbl_int", fmt::Dtype::kPair},
+    // Fortran's (a Fortran program's handles, made C ones by MPI_Type_f2c)
+    {"ompi_mpi_integer", fmt::Dtype::kInt32},  {"ompi_mpi_integer4", fmt::Dtype::kInt32},
+    {"ompi_mpi_integer8", fmt::Dtype::kInt64}, {"ompi_mpi_real", fmt::Dtype::kFloat32},
+    {"ompi_mpi_real4", fmt::Dtype::kFloat32},  {"ompi_mpi_real8", fmt::Dtype::kFloat64},
+    {"ompi_mpi_dblprec", fmt::Dtype::kFloat64}, {"ompi_mpi_logical", fmt::Dtype::kInt32},
+    {"ompi_mpi_character", fmt::Dtype::kChar},
     {"ompi_mpi_datatype_null", fmt::Dtype::kNone},
 };
 struct NamedRedop {
@@ -414,6 +425,15 @@ void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status) {
   if (!(r.flags & (fmt::kRecAnyPeer | fmt::kRecAnyTag))) return;
   MPI_Status c;
   if (const MPI_Status* st = FortranStatus(status, 0, &c)) ResolveReceive(r, st);
+}
+
+void FortranCommNamed(MPI_Fint comm, const char* name, int len) {
+  char label[64];
+  int n = std::max(0, std::min(len, int(sizeof(label)) - 1));
+  while (n > 0 && name[n - 1] == ' ') --n;  // CHARACTER values are blank-padded
+  memcpy(label, name, size_t(n));
+  label[n] = '\0';
+  CommNamed(FortranComm(comm), label);
 }
 
 MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests) {

@@ -279,6 +279,8 @@ MPI_Message FortranMessage(MPI_Fint message);
 const MPI_Status* FortranStatus(const MPI_Fint* statuses, int k, MPI_Status* out);
 // ResolveReceive from a Fortran status, unless it is ignored.
 void ResolveFortranReceive(fmt::Record& r, const MPI_Fint* status);
+// MPI_Comm_set_name from Fortran: `name` is `len` characters, blank-padded.
+void FortranCommNamed(MPI_Fint comm, const char* name, int len);
 // Fortran requests as C requests, saved before a completion call overwrites
 // them (a buffer of the thread's, as SaveRequests).
 MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests);

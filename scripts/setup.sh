@@ -15,7 +15,7 @@ PACKAGES=(
   python3-mpi4py                            # the Python (mpi4py) jobs of the tests
   python3-torch                             # torch.distributed (gloo) jobs of the tests
   gfortran mpich libmpich-dev               # Fortran MPI programs, and programs built with MPICH
-  hpcc netpipe-openmpi netpipe-mpich2 lammps gromacs  # real MPI applications the tests run
+  hpcc netpipe-openmpi netpipe-mpich2 elk-lapw lammps gromacs  # real MPI applications the tests run
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
   slurmctld slurmd slurm-client munge tini iproute2  # the localhost SLURM cluster of the srun-dump test (ss: free ports)
   graphviz                                  # the pictures as SVG (--graph, --dot), and their render test

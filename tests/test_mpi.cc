@@ -423,9 +423,11 @@ TEST_P(FortranMpis, AFortranProgramsCallsAreTracedAsTheCOnes) {
     std::map<std::string, int> begins;
     bool wildcard_resolved = false;
     int matched_received = 0;  // MPI_Mrecv/Imrecv ENDs with the probe's communicator and the sender
+    bool integer_named = false;  // MPI_INTEGER, a Fortran datatype, named as the C int32
     for (const Event& e : s.events) {
       const std::string call = s.CallName(e.rec.call);
       if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) ++begins[call];
+      integer_named |= call == "MPI_Allreduce" && e.rec.dtype == uint8_t(fmt::Dtype::kInt32);
       if ((call == "MPI_Mrecv" || call == "MPI_Imrecv") && e.rec.kind == uint8_t(fmt::EventKind::kEnd)) {
         matched_received += e.rec.comm != fmt::kNoComm && e.rec.peer == (rank + 3) % 4 && e.rec.seq >= 1;
       }
@@ -445,6 +447,7 @@ TEST_P(FortranMpis, AFortranProgramsCallsAreTracedAsTheCOnes) {
     EXPECT_EQ(begins["MPI_Isend"], 7) << "rank " << rank;
     EXPECT_EQ(begins["MPI_Waitany"], 2) << "rank " << rank;
     EXPECT_TRUE(wildcard_resolved) << "rank " << rank << ": the wildcard receive's END lacks its source or sequence";
+    EXPECT_TRUE(integer_named) << "rank " << rank << ": MPI_INTEGER not named";
     EXPECT_EQ(matched_received, 2) << "rank " << rank << ": a matched receive lacks its communicator or sender";
     for (size_t c = 0; c < s.comms.size(); ++c) {
       if (!s.comm_valid[c] || s.CallName(s.comms[c].entry.creator_call) != "MPI_Comm_split") continue;
@@ -454,6 +457,12 @@ TEST_P(FortranMpis, AFortranProgramsCallsAreTracedAsTheCOnes) {
     }
   }
   EXPECT_EQ(split_id.size(), 2u);
+  // MPI_Comm_set_name(dup, 'fortran dup'): the label, without the padding.
+  for (const auto& [rank, s] : ranks) {
+    bool named = false;
+    for (size_t c = 0; c < s.comms.size(); ++c) named |= s.comm_valid[c] && s.CommLabel(uint16_t(c)) == "fortran dup";
+    EXPECT_TRUE(named) << "rank " << rank << ": the communicator the program named is not labelled so";
+  }
   Job job = LoadJob({dir.path()});
   Diagnosis d = Diagnose(job);
   EXPECT_EQ(d.summary, "every rank exited");

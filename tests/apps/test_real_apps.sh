@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real MPI applications from Debian's packages (hpcc, NetPIPE built with
-# Open MPI and with MPICH, LAMMPS, GROMACS), which
+# Open MPI and with MPICH, Elk in Fortran, LAMMPS, GROMACS), which
 # nobody wrote for hangtrace, traced or not, healthy or with one rank
 # stopped (SIGSTOP: what a wedged rank looks like from outside). Each
 # scenario checks the report against what really happened.
@@ -11,6 +11,10 @@
 #   netpipe-mpich-stopped
 #                     the same with NPmpich2 (NetPIPE built with MPICH) under
 #                     mpirun.mpich
+#   elk-stopped       Elk (elk-lapw, Fortran, Open MPI's Fortran bindings)
+#                     traced, rank 2 stopped in its self-consistent loop: a
+#                     hang, rank 2 the culprit, the others in MPI calls with
+#                     their communicator and sequence number
 #   hpcc-stopped      hpcc traced, rank 2 stopped in MPIRandomAccess, where
 #                     the others poll MPI_Test/Testany on a receive and a send
 #                     in turn: a hang (two snapshots: nobody moved), rank 2
@@ -121,6 +125,28 @@ netpipe-mpich-stopped)
   sleep 1.5
   expect_stopped_culprit 1 1
   expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
+  ;;
+elk-stopped)
+  # Elk (elk-lapw), a Fortran DFT code: Open MPI's Fortran bindings, whose
+  # entry points hangtrace wraps. Its aluminium example, 8x8x8 k-points.
+  need elk-lapw elk-lapw
+  sed -e "s|'../../../species/'|'/usr/share/elk-lapw/species/'|" -e 's/^  4  4  4$/  8  8  8/' \
+    /usr/share/doc/elk-lapw/examples/basic/Al/elk.in > elk.in
+  export OMP_NUM_THREADS=1  # one thread per rank: 4 ranks on this machine
+  start mpirun -np 4 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 elk-lapw
+  wait_for 300 files_at_least 4 || fail "Elk's ranks did not start"
+  # In its self-consistent loop once rank 0 has broadcast a few times.
+  rank0=""
+  for f in "$work"/traces/*/*.htrace; do
+    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank 0 of 4"* ]] && rank0=$f
+  done
+  [ -n "$rank0" ] || fail "no trace file of rank 0"
+  looping() { [ "$("$hangtrace" inspect "$rank0" --events 400 | grep -c 'BEGIN    MPI_')" -ge 20 ]; }
+  wait_for 300 looping || fail "Elk never reached its loop"
+  stop_rank elk-lapw 2
+  sleep 2
+  expect_stopped_culprit 1 2
+  expect 'in MPI_[A-Za-z]+ #[0-9]+ on '
   ;;
 hpcc-stopped)
   need hpcc hpcc

@@ -24,6 +24,7 @@ program families
   x = rank
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), rank, sub, ierr)
   call MPI_Comm_dup(MPI_COMM_WORLD, dup, ierr)
+  call MPI_Comm_set_name(dup, 'fortran dup', ierr)
   call MPI_Allreduce(x, y, 1, MPI_INTEGER, MPI_SUM, sub, ierr)
   call MPI_Bcast(y, 1, MPI_INTEGER, 0, dup, ierr)
   call MPI_Iallreduce(x, y, 1, MPI_INTEGER, MPI_MAX, MPI_COMM_WORLD, reqs(1), ierr)
