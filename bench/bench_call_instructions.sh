@@ -2,8 +2,9 @@
 # Instructions a traced call adds, counted by callgrind on one rank (a
 # singleton, no mpirun): the difference between runs of 2N and N calls,
 # divided by N, cancels start-up and MPI_Init. For a 1-byte MPI_Allreduce
-# and a 1-byte MPI_Send + MPI_Recv pair to itself (C), and a Fortran
-# MPI_Allreduce (`use mpi`), untraced and traced.
+# and a 1-byte MPI_Send + MPI_Recv pair to itself (C), a Fortran
+# MPI_Allreduce (`use mpi`), and the C MPI_Allreduce built with MPICH,
+# untraced and traced.
 #   [LIB=path/to/libhangtrace.so] bench/bench_call_instructions.sh [N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +26,16 @@ count() {  # traced(0/1) COMMAND... -> instructions
   fi
   sed -n 's/^summary: //p' "$out"
 }
-for mode in loop loop-p2p fortran; do
+for mode in loop loop-p2p fortran mpich; do
   what=$(case $mode in loop) echo "MPI_Allreduce" ;; loop-p2p) echo "MPI_Send + MPI_Recv" ;;
-         fortran) echo "Fortran MPI_Allreduce" ;; esac)
+         fortran) echo "Fortran MPI_Allreduce" ;; mpich) echo "MPI_Allreduce (MPICH)" ;; esac)
   run=("$prog" "$mode")
   if [ $mode = fortran ]; then
     [ -x build/tests/other/loop_fortran ] || { echo "$what: build/tests/other/loop_fortran not built (gfortran)"; continue; }
     run=(build/tests/other/loop_fortran)
+  elif [ $mode = mpich ]; then
+    [ -x build/tests/other/stuck_mpich ] || { echo "$what: build/tests/other/stuck_mpich not built (mpich)"; continue; }
+    run=(build/tests/other/stuck_mpich loop)
   fi
   u1=$(count 0 "${run[@]}" "$n"); u2=$(count 0 "${run[@]}" $((2 * n)))
   t1=$(count 1 "${run[@]}" "$n"); t2=$(count 1 "${run[@]}" $((2 * n)))

@@ -79,11 +79,12 @@ _GROUP_MODULES = ("megatron.core.parallel_state", "megatron.mpu.initialize", "me
                   "megatron.mpu", "deepspeed.utils.groups")
 
 _lib = None
+_begin = None  # _lib.hangtrace_call_begin, looked up once
 _c10d = None
 _tls = threading.local()
 _groups = {}     # process group -> _Group, or None where this rank is no member
 _calls = {}      # (name, nonblocking) -> call id
-_posted = {}     # Work -> (handle, group, source is any)
+_posted = {}     # Work -> (handle, group, source is any); single operations, atomic under the GIL
 _handles = itertools.count(1)
 _lock = threading.Lock()
 _warned = []
@@ -186,71 +187,92 @@ def _group_of(pg):
         return g
 
 
+_dtype_codes = {}  # torch.dtype -> Dtype, filled at patch()
+_redop_codes = {}  # ReduceOp value -> Redop, filled as seen
+
+
 def _numel_dtype(data):
-    if isinstance(data, (list, tuple)):
+    if data.__class__ in (list, tuple):
         if not data:
             return 0, 0
         if not hasattr(data[0], "numel"):
             return len(data), 0  # a list of objects
         data = data[0]
-    if data is None or not hasattr(data, "numel"):
+    dtype = getattr(data, "dtype", None)
+    if dtype is None:
         return 0, 0
-    return int(data.numel()), _DTYPES.get(str(data.dtype).replace("torch.", ""), 255)
+    return data.numel(), _dtype_codes.get(dtype, 255)
 
 
 def _redop(op):
-    if op is None:
-        return 1  # the default, SUM
-    for name, value in _REDOPS:
+    try:
+        return _redop_codes[op]
+    except (KeyError, TypeError):
+        pass
+    value = 255
+    for name, code in _REDOPS:
         try:
             if op == getattr(_c10d.ReduceOp, name):
-                return value
+                value = code
+                break
         except Exception:
             pass
-    return 255
+    try:
+        _redop_codes[op] = value
+    except TypeError:  # not hashable: looked up each time
+        pass
+    return value
 
 
 def _wrap(fn_name, op, peer_param, data_param, real):
+    """The wrapper of one call. What it must find in the arguments (group,
+    async_op, peer or root, tag, data, reduction) is located once, here:
+    per call it is an index into args or a dict lookup, so the hook costs a
+    few microseconds next to a collective's tens to thousands."""
     params = list(inspect.signature(real).parameters.values())
     names = [p.name for p in params]
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
     def where(name):
-        return names.index(name) if name in names else None
+        return names.index(name) if name and name in names else 1 << 30
 
-    at = {n: where(n) for n in ("group", "async_op", "op", "tag", peer_param, data_param) if n}
+    group_at, async_at, peer_at, tag_at, data_at, op_at = (
+        where(n) for n in ("group", "async_op", peer_param, "tag", data_param, "op"))
+    group_default, async_default = defaults.get("group"), defaults.get("async_op", False)
+    peer_default, tag_default, op_default = defaults.get(peer_param), defaults.get("tag", 0), defaults.get("op")
     p2p = op in ("send", "recv")
     rooted = peer_param is not None and not p2p
+    has_op, has_data = "op" in names, data_param is not None and data_param in names
     base = (_P2P if p2p else _COLLECTIVE) | (_ROOTED if rooted else 0)
-
-    def arg(args, kwargs, name):
-        i = at.get(name)
-        if i is not None and i < len(args):
-            return args[i]
-        return kwargs.get(name, defaults.get(name))
+    always_posting = fn_name in _POSTING
+    blocking_name = "dist." + fn_name.lstrip("_")
+    posting_name = blocking_name + ("" if always_posting else " async")
+    ids = {}  # posting -> call id
 
     def begin(args, kwargs):
-        posting = fn_name in _POSTING or bool(arg(args, kwargs, "async_op"))
-        group = _group_of(arg(args, kwargs, "group"))
+        n = len(args)
+        posting = always_posting or bool(args[async_at] if async_at < n else kwargs.get("async_op", async_default))
+        group = _group_of(args[group_at] if group_at < n else kwargs.get("group", group_default))
         if group is None:
             return None  # this rank is no member: torch returns at once
         peer, tag = -1, 0
         if peer_param:
-            group_peer = kwargs.get("group_" + peer_param)  # torch 2.6+: group_src/group_dst
+            group_peer = kwargs.get("group_" + peer_param) if kwargs else None  # torch 2.6+: group_src/group_dst
             if group_peer is not None:
                 peer = int(group_peer)
             else:
-                global_peer = arg(args, kwargs, peer_param)
+                global_peer = args[peer_at] if peer_at < n else kwargs.get(peer_param, peer_default)
                 peer = _ANY_PEER if global_peer is None else group.index_of.get(int(global_peer), -1)
         if p2p:
-            tag = int(arg(args, kwargs, "tag") or 0)
-        count, dtype = _numel_dtype(arg(args, kwargs, data_param)) if data_param else (0, 0)
-        redop = _redop(arg(args, kwargs, "op")) if "op" in names else 0
-        flags = base | (_NONBLOCKING if posting else _BLOCKING)
-        name = "dist." + fn_name.lstrip("_") + (" async" if posting and fn_name not in _POSTING else "")
+            tag = int((args[tag_at] if tag_at < n else kwargs.get("tag", tag_default)) or 0)
+        count, dtype = _numel_dtype(args[data_at] if data_at < n else kwargs.get(data_param)) if has_data else (0, 0)
+        redop = _redop(args[op_at] if op_at < n else kwargs.get("op", op_default)) if has_op else 0
+        cid = ids.get(posting)
+        if cid is None:
+            flags = base | (_NONBLOCKING if posting else _BLOCKING)
+            cid = ids[posting] = _call_id(posting_name if posting else blocking_name, op, flags)
         handle = next(_handles) if posting else 0
-        if _lib.hangtrace_call_begin(_call_id(name, op, flags), group.comm, peer, tag, count, dtype, redop,
-                                     handle) < 0:
+        if _begin(cid, group.comm, peer, tag, count, dtype, redop, handle) < 0:
             return None
         return posting, handle, group, peer == _ANY_PEER
 
@@ -285,11 +307,10 @@ def _wrap(fn_name, op, peer_param, data_param, real):
                 _lib.hangtrace_request_end(handle, -1, -1)
             else:
                 try:
-                    with _lock:
-                        if len(_posted) >= 4096:  # works never waited on: forget the oldest
-                            _posted.pop(next(iter(_posted)))
-                        _posted[ret] = (handle, group, any_source)
-                except TypeError:  # not hashable: ends now, as far as we can tell
+                    if len(_posted) >= 4096:  # works never waited on: forget the oldest
+                        _posted.pop(next(iter(_posted)), None)
+                    _posted[ret] = (handle, group, any_source)
+                except (TypeError, RuntimeError, StopIteration):  # not hashable; or a race on the oldest
                     _lib.hangtrace_request_end(handle, -1, -1)
         return ret
 
@@ -312,10 +333,11 @@ def _wrap_work(work_class):
     real_wait = work_class.wait
     real_is_completed = getattr(work_class, "is_completed", None)
 
+    # (_posted's pop and set are atomic under the GIL: no lock on this path,
+    # which every blocking torch call also takes through its own work.wait())
     @functools.wraps(real_wait)
     def wait(self, *args, **kwargs):
-        with _lock:
-            entry = _posted.pop(self, None)
+        entry = _posted.pop(self, None) if _posted else None
         if entry is None:
             return real_wait(self, *args, **kwargs)
         cid = _call_id("dist.Work.wait", "wait", _COMPLETION | _BLOCKING)
@@ -325,8 +347,7 @@ def _wrap_work(work_class):
         except BaseException:
             if recorded:
                 _lib.hangtrace_call_end(1, -1, -1)
-            with _lock:
-                _posted[self] = entry  # not completed
+            _posted[self] = entry  # not completed
             raise
         if recorded:
             _lib.hangtrace_call_end(0, -1, -1)
@@ -339,8 +360,7 @@ def _wrap_work(work_class):
         def is_completed(self):
             done = real_is_completed(self)
             if done:
-                with _lock:
-                    entry = _posted.pop(self, None)
+                entry = _posted.pop(self, None) if _posted else None
                 if entry is not None:
                     _end_posted(self, entry)
             return done
@@ -371,6 +391,11 @@ def patch(module):
     torch.distributed re-exports them."""
     global _c10d
     _c10d = module
+    import torch
+    for name, code in _DTYPES.items():
+        dtype = getattr(torch, name, None)
+        if dtype is not None:
+            _dtype_codes[dtype] = code
     for fn_name, op, peer_param, data_param in CALLS:
         real = getattr(module, fn_name, None)
         if real is None or getattr(real, "__hangtrace__", False):
@@ -430,6 +455,8 @@ def install():
     _lib = _load_library()
     if _lib is None:
         return
+    global _begin
+    _begin = _lib.hangtrace_call_begin
     module = sys.modules.get(_TARGET)
     if module is not None:
         patch(module)  # imported already: its re-exports are torch's own
