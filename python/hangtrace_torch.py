@@ -180,6 +180,8 @@ def _register(pg):
 def _group_of(pg):
     if pg is None:
         pg = _c10d._get_default_group()
+    elif pg is getattr(_c10d.GroupMember, "NON_GROUP_MEMBER", None):
+        return None  # a group this rank is not in: torch returns at once
     try:
         return _groups[pg]
     except KeyError:

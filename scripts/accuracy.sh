@@ -66,8 +66,9 @@ PY
   done
 done
 
-# The catalogue's section (tests/mpi/bugs, scored by test_mpi) is kept as it is.
-catalogue=$(awk '/^## The catalogue of MPI bugs/ {on = 1} on' docs/accuracy.md 2>/dev/null || true)
+# The other sections (the generated catalogue, scored by scripts/catalogue.sh;
+# tests/mpi/bugs, scored by test_mpi) are kept as they are.
+catalogue=$(awk '/^## / {on = 1} on' docs/accuracy.md 2>/dev/null || true)
 {
   echo "# Accuracy of the diagnosis on real runs"
   echo
@@ -78,6 +79,8 @@ catalogue=$(awk '/^## The catalogue of MPI bugs/ {on = 1} on' docs/accuracy.md 2
   echo "and, where the truth determines them, every stuck rank's (op, comm)."
   echo
   echo "Produced by \`scripts/accuracy.sh\` on $(date -u +%Y-%m-%d): **$pass of $total right**."
+  echo "A swap is injected at the broadcast's root only (\`CanInject\`, trainer/faults.h): a receiver's"
+  echo "swap hangs or not as the MPI library decides, so it has no truth and is refused everywhere."
   echo
   echo "| fault | topology | rank | result | truth verdict | analyzed verdict | truth culprits | analyzed culprits | stuck classes compared |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"

@@ -162,6 +162,32 @@ TEST(Gpu, NcclAndCudaDlopenedFromPythonAreTraced) {
   EXPECT_EQ(testing::CountKind(s, fmt::EventKind::kDevicePending, "ncclAllReduce"), 1u);
 }
 
+TEST(Gpu, ATorchCallAndTheNcclCallItIssuesAreBothRecorded) {
+  // The Python hook's torch call is the thread's current call without the
+  // wrappers' re-entrancy guard: the NCCL call made inside it, on the same
+  // thread (as ProcessGroupNCCL makes it), is recorded too, nested in it.
+  TempDir dir;
+  ProgramResult r = RunGpu(dir, {"/usr/bin/python3", HT_SOURCE_DIR "/tests/python/nccl_ctypes.py", "framework"}, 30,
+                           {{"LD_LIBRARY_PATH", HT_FAKES_DIR}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  TraceSnapshot s = OnlyFile(dir);
+  std::vector<std::string> order;
+  for (const Event& e : s.events) {
+    const std::string call = s.CallName(e.rec.call);
+    if (call != "dist.all_reduce" && call != "ncclAllReduce") continue;
+    if (e.rec.kind == uint8_t(fmt::EventKind::kBegin)) order.push_back("begin " + call);
+    if (e.rec.kind == uint8_t(fmt::EventKind::kEnd)) order.push_back("end " + call);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"begin dist.all_reduce", "begin ncclAllReduce", "end ncclAllReduce",
+                                             "end dist.all_reduce"}));
+  for (const Event& e : s.events) {
+    if (s.CallName(e.rec.call) == "dist.all_reduce") {
+      EXPECT_EQ(e.rec.seq, 1u);
+      EXPECT_EQ(s.CommLabel(e.rec.comm), "default_pg");
+    }
+  }
+}
+
 TEST(Gpu, NcclCommunicatorsGroupsAndCompletion) {
   TempDir dir;
   ProgramResult r = RunNccl(dir, "none", -1, 60);

@@ -79,6 +79,13 @@ wait_for() {  # $1 tries of 0.1 s until "${@:2}" succeeds
   for _ in $(seq "$tries"); do "$@" && return 0; kill -0 "$job_pid" 2>/dev/null || return 1; sleep 0.1; done
   return 1
 }
+trace_of_rank() {  # the trace file of rank $1 of $2
+  local f
+  for f in "$work"/traces/*/*.htrace; do
+    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank $1 of $2"* ]] && { echo "$f"; return 0; }
+  done
+  fail "no trace file of rank $1"
+}
 files_at_least() { [ "$(find "$work/traces" -name '*.htrace' 2>/dev/null | wc -l)" -ge "$1" ]; }
 # The analysis, its exit status in $status.
 analyze() {
@@ -136,11 +143,7 @@ elk-stopped)
   start mpirun -np 4 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 elk-lapw
   wait_for 300 files_at_least 4 || fail "Elk's ranks did not start"
   # In its self-consistent loop once rank 0 has broadcast a few times.
-  rank0=""
-  for f in "$work"/traces/*/*.htrace; do
-    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank 0 of 4"* ]] && rank0=$f
-  done
-  [ -n "$rank0" ] || fail "no trace file of rank 0"
+  rank0=$(trace_of_rank 0 4)
   looping() { [ "$("$hangtrace" inspect "$rank0" --events 400 | grep -c 'BEGIN    MPI_')" -ge 20 ]; }
   wait_for 300 looping || fail "Elk never reached its loop"
   stop_rank elk-lapw 2
@@ -155,11 +158,7 @@ hpcc-stopped)
   sed '6s/^[0-9]* /4000 /' /usr/share/doc/hpcc/examples/_hpccinf.txt > hpccinf.txt
   start mpirun -np 4 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 hpcc
   wait_for 300 files_at_least 4 || fail "hpcc's ranks did not start"
-  rank0=""
-  for f in "$work"/traces/*/*.htrace; do
-    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank 0 of 4"* ]] && rank0=$f
-  done
-  [ -n "$rank0" ] || fail "no trace file of rank 0"
+  rank0=$(trace_of_rank 0 4)
   # RandomAccess has begun when rank 0 posts its first MPI_Isend.
   sends() { [[ "$("$hangtrace" inspect "$rank0" --events 200)" == *MPI_Isend* ]]; }
   wait_for 300 sends || fail "hpcc never reached MPIRandomAccess"
