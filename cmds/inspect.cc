@@ -204,6 +204,7 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
     const char* why = !st                                         ? "Python frames only"
                       : st->reason == fmt::StackReason::kCrash    ? "crash"
                       : st->reason == fmt::StackReason::kWatchdog ? "watchdog"
+                      : st->reason == fmt::StackReason::kIdle     ? "idle past the timeout"
                                                                   : "request";
     printf("  tid %u \"%s\" (%s)%s\n", tid, st ? st->thread_name.c_str() : "", why,
            st && st->status == fmt::StackStatus::kPending  ? ": did not answer (in D state?)"

@@ -37,9 +37,9 @@ std::string FindPreloadLibrary() {
 
 int RunCommand(int argc, char** argv) {
   CLI::App app{
-      "Run CMD with every MPI, NCCL and CUDA call of the process (and torch.distributed's, in Python)\n"
-      "recorded into a crash-durable trace\n"
-      "file (one per process, in DIR/<job>/). Works under mpirun and srun: put it after the launcher.\n\n"
+      "Run CMD with every MPI, NCCL and CUDA call of the process, and torch.distributed's in Python,\n"
+      "recorded into a crash-durable trace file (one per process, in DIR/<job>/). Works under\n"
+      "mpirun, mpiexec and srun: put it after the launcher.\n\n"
       "Options of hangtrace go before the command; everything from the command on is the\n"
       "command's own (as with perf, strace, py-spy). A '--' before the command is allowed.\n\n"
       "examples:\n"

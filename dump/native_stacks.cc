@@ -1,5 +1,5 @@
 #include "dump/native_stacks.h"
-#include "dump/file_locks.h"
+#include "tracer/file_locks.h"
 
 #include <dirent.h>
 #include <elfutils/libdwfl.h>

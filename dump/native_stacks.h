@@ -27,7 +27,7 @@ struct DumpedThread {
   std::string wchan;     // kernel function it sleeps in, "" when running
   std::string syscall;   // /proc/PID/task/TID/syscall, first field (number or "running")
   // Blocked in fcntl(F_SETLKW)/flock on a file another process holds a
-  // lock on (/proc/locks): that process, and the file (dump/file_locks.h).
+  // lock on (/proc/locks): that process, and the file (tracer/file_locks.h).
   int lock_holder_pid = 0;
   std::string lock_file;
   std::string method;    // "ptrace" (unwound), "proc" (kernel stack only), "none"

@@ -54,6 +54,18 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
     return;
   }
   if (s.stacks.empty() && s.py_frames.empty()) return;
+  // A capture older than the process's newest traced call (the watchdog's
+  // of a call that then returned, an idle one before it called again) shows
+  // where it was, not where it is: not used.
+  uint64_t newest = 0;
+  for (const ThreadInfo& t : s.threads) {
+    if (t.tracer) continue;
+    if (t.in_call) newest = std::max(newest, t.current.ticks);
+    if (t.has_last) newest = std::max(newest, t.last.ticks);
+  }
+  uint64_t captured_at = 0;  // 0: no thread answered (no frames), or an old writer
+  for (const StackInfo& st : s.stacks) captured_at = std::max(captured_at, st.ticks);
+  if (captured_at && captured_at < newest) return;
   // The process's own capture: program counters named later (after every
   // file is read, once per distinct frame), Python frames mixed in then.
   std::vector<CapturedStack> captured = CapturedStacks(s);
@@ -62,6 +74,7 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
     ThreadStack t;
     t.tid = c.tid;
     t.name = c.thread_name;
+    t.lock_holder_pid = c.lock_holder_pid;
     for (const Frame& f : c.native) t.frames.push_back(shared->job->InternFrame(f));
     for (const Frame& f : c.python) {
       t.python.push_back(shared->job->InternFrame(f));

@@ -137,6 +137,7 @@ std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
     CapturedStack t;
     t.tid = st.tid;
     t.thread_name = st.thread_name;
+    t.lock_holder_pid = st.lock_holder_pid;
     for (const fmt::StackFrame& f : st.frames) {
       Frame frame;
       if (f.symbol[0]) {  // named by an older runtime, or simulated

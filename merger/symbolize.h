@@ -51,6 +51,7 @@ class Symbolizer {
 struct CapturedStack {
   uint32_t tid = 0;
   std::string thread_name;
+  int32_t lock_holder_pid = 0;
   std::vector<Frame> native, python;
 };
 std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s);

@@ -49,6 +49,7 @@ struct StackInfo {
   fmt::StackReason reason = fmt::StackReason::kNone;
   fmt::StackStatus status = fmt::StackStatus::kEmpty;
   uint64_t ticks = 0;
+  int32_t lock_holder_pid = 0;  // blocked on a file lock this process holds
   std::vector<fmt::StackFrame> frames;
 };
 

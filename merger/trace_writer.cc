@@ -63,6 +63,14 @@ bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* 
     memcpy(at(fmt::kSecComms, i), &e, sizeof(e));
   }
   size_t stack_slot = 0;
+  // Stacks are captured after every record (as the watchdog's of the call
+  // each thread is in): readers ignore a capture older than the newest call.
+  uint64_t newest = 0;
+  for (const FileSpec::Thread& t : spec.threads) {
+    if (t.in_call) newest = std::max(newest, t.current.ticks);
+    if (t.has_last) newest = std::max(newest, t.last.ticks);
+    for (const fmt::Record& r : t.records) newest = std::max(newest, r.ticks);
+  }
   for (size_t i = 0; i < spec.threads.size(); ++i) {
     const FileSpec::Thread& t = spec.threads[i];
     fmt::ThreadSlot slot{};
@@ -91,6 +99,7 @@ bool WriteTraceFile(const std::string& path, const FileSpec& spec, std::string* 
       st.tid = t.tid;
       st.reason = uint32_t(fmt::StackReason::kWatchdog);
       st.round = 1;
+      st.ticks = newest + 1;
       st.nframes = uint32_t(std::min<size_t>(t.stack.size(), fmt::kMaxFrames));
       for (uint32_t f = 0; f < st.nframes; ++f) {
         st.frames[f].pc = 0x400000 + f;

@@ -97,11 +97,11 @@ def _warn(what, e):
 
 
 class _Group(object):
-    __slots__ = ("comm", "index_of", "members")
+    """A process group's communicator index, and its ranks by global rank."""
+    __slots__ = ("comm", "index_of")
 
     def __init__(self, comm, members):
         self.comm = comm
-        self.members = members
         self.index_of = {g: i for i, g in enumerate(members)}
 
 
@@ -160,7 +160,11 @@ def _label(pg, default):
 
 
 def _register(pg):
+    """The group's communicator entry (None: this rank is no member, or the
+    file's communicator table is full: its calls pass untraced)."""
     default = _c10d._get_default_group()
+    if pg is not default and default not in _groups:
+        _group_of(default)  # first: it gives the process its rank
     members = [int(r) for r in _c10d.get_process_group_ranks(pg)]
     me = _c10d.get_rank()
     if me not in members:

@@ -10,7 +10,9 @@ import sys
 
 
 def _arm():
-    if os.environ.get("HANGTRACE_TORCH", "1") == "0":
+    # torch needs Python 3.6 or later; an older Python (2.7's imports know
+    # no find_spec) is left as it is.
+    if os.environ.get("HANGTRACE_TORCH", "1") == "0" or sys.version_info < (3, 6):
         return
     try:
         import hangtrace_torch
@@ -29,7 +31,8 @@ def _chain():
         import importlib
         importlib.import_module("sitecustomize")
     except ImportError as e:
-        if getattr(e, "name", None) != "sitecustomize":
+        # (Python 2's ImportError has no name: its message says which)
+        if getattr(e, "name", None) != "sitecustomize" and str(e) != "No module named sitecustomize":
             sys.stderr.write("hangtrace: the program's sitecustomize failed: %s\n" % e)
         sys.modules["sitecustomize"] = ours  # there is none: ours stands
     except Exception as e:  # as Python's site.py does: said, and start-up goes on

@@ -350,6 +350,28 @@ INSTANTIATE_TEST_SUITE_P(Cpython, PythonVersions,
                            return "python" + v;
                          });
 
+// The Python hook that `hangtrace run` puts on PYTHONPATH leaves every
+// CPython here starting as it would untraced: imports work, and the
+// program's own sitecustomize (on PYTHONPATH behind ours) still runs.
+// Python 2.7 is left unarmed (its imports know no find_spec).
+TEST(PythonHook, EveryCpythonStartsAsUntracedAndRunsTheProgramsSitecustomize) {
+  TempDir dir, site;
+  { std::ofstream(site.path() + "/sitecustomize.py") << "import os\nos.environ['PROGRAM_SITE'] = 'ran'\n"; }
+  int checked = 0;
+  for (const char* v : {"2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "debian"}) {
+    const std::string python = Interpreter(v);
+    if (python.empty()) continue;
+    ProgramResult r = RunProgram({HT_CLI, "run", "--dir", dir.path(), "--", python, "-c",
+                                  "import json, os; print(os.environ.get('PROGRAM_SITE'))"},
+                                 {{"PYTHONPATH", site.path()}}, 60);
+    EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
+    EXPECT_EQ(r.out, "ran\n") << v << ": " << r.err;
+    EXPECT_EQ(r.err, "") << v;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no CPython installed";
+}
+
 // The signature the runtime calls _Py_DumpTracebackThreads with was read
 // from each version's headers; it must still be what they declare.
 TEST(PythonHeaders, DumpTracebackThreadsHasTheSignatureTheRuntimeUses) {

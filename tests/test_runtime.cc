@@ -388,6 +388,28 @@ TEST(Runtime, WatchdogFlagsTheCallAndItsStackNamesTheBlockedFunction) {
   EXPECT_TRUE(program) << "the module map lacks " << HT_PROG;
 }
 
+// A process that made traced calls and then sits in none past the timeout
+// (blocked in a call hangtrace does not wrap, or computing): its stacks are
+// captured once, quietly, so the analysis can tell which. A thread asleep
+// is not signalled: its sleep() is not cut short.
+TEST(Runtime, AProcessInNoTracedCallPastTheTimeoutHasItsStacksCapturedOnceQuietly) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"idle"}, {{"HANGTRACE_TIMEOUT", "0.5"}}, /*timeout_s=*/2.5);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_EQ(r.err.find("hangtrace: watchdog:"), std::string::npos) << r.err;
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_EQ(s.process.watchdog_fires, 0u);
+  EXPECT_EQ(s.header.counters.stack_round, 1u) << "one capture for one stretch of silence";
+  bool named = false;
+  const auto frames = Named(s);
+  for (const StackInfo& st : s.stacks) {
+    EXPECT_EQ(st.reason, fmt::StackReason::kIdle);
+    named |= st.status == fmt::StackStatus::kDone && StackHas(frames.at(st.tid), "waits_outside");
+  }
+  EXPECT_TRUE(named) << "no captured stack names waits_outside";
+  EXPECT_NE(r.out.find("sleep left 0"), std::string::npos) << r.out;
+}
+
 TEST(Runtime, SegfaultIsRecordedWithTheFaultingStackThenKillsAsBefore) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"segv", "4"});

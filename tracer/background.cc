@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -66,6 +67,33 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
   return s;
 }
 
+// A process that made traced calls and has been in none for the watchdog's
+// timeout: its threads' stacks, once per such stretch, without a word on
+// stderr. Most often it computes; but a rank blocked in a call hangtrace
+// does not trace (DistributedDataParallel's gradient all-reduce from C++, a
+// file lock) would otherwise leave nothing for the analysis to tell it by.
+// Only threads the signal cannot disturb are asked (stacks.cc): a sleeping
+// one is no call anyway.
+uint64_t g_idle_captured_after = 0;  // the newest call's end the last idle capture followed
+
+void IdleCapture(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
+  if (!RuntimeConfig().stacks) return;
+  const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
+  uint64_t newest = 0;
+  for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
+    const fmt::ThreadSlot* s = &f->threads[i];
+    if (!__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE) || (s->flags & fmt::kThreadTracer)) continue;
+    fmt::Record cur, last;
+    if (!ReadCurrent(s, &cur) || cur.kind == uint8_t(fmt::EventKind::kBegin)) return;  // in a call, or entering one
+    if (fmt::SeqRead(&s->last, &last, &s->version, 4) && last.kind == uint8_t(fmt::EventKind::kEnd)) {
+      newest = std::max(newest, last.ticks);
+    }
+  }
+  if (!newest || now_ticks < newest || now_ticks - newest < limit || g_idle_captured_after == newest) return;
+  g_idle_captured_after = newest;
+  CaptureAllStacks(fmt::StackReason::kIdle, 200);
+}
+
 void Watchdog(TraceFile* f, uint64_t now_ticks) {
   const fmt::ProcessInfo* p = f->process;
   const uint64_t hz = p->clock.ticks_hz;
@@ -99,7 +127,10 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
       lines[nlines++] = head + DescribeCall(f, cur) + tail;
     }
   }
-  if (!fired) return;
+  if (!fired) {
+    IdleCapture(f, now_ticks, limit);
+    return;
+  }
   int stacks = 0;
   if (RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   if (RuntimeConfig().quiet) return;

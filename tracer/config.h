@@ -73,8 +73,9 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "Event slots (64 bytes each) of each thread's lane of the ring, rounded " \
     "up to a power of two, 1024 at least.")                                    \
   X(stacks, "HANGTRACE_STACKS", FlagSetting, "1",                              \
-    "1: capture native stacks in the process on a watchdog timeout or a "     \
-    "fatal signal (briefly signals each thread). 0: never.")                  \
+    "1: capture native stacks in the process on a watchdog timeout, a "       \
+    "fatal signal, or once after a timeout's time in no traced call "        \
+    "(briefly signals each thread). 0: never.")                               \
   X(python, "HANGTRACE_PYTHON", FlagSetting, "1",                              \
     "1: with the native stacks, capture every thread's Python frames by "     \
     "CPython's own dumper (the other threads wait in the stack signal's "     \

@@ -225,6 +225,8 @@ enum class StackReason : uint32_t {
   kWatchdog = 1,  // the watchdog found a call in flight past the timeout
   kCrash = 2,     // the thread received a fatal signal
   kRequest = 3,   // hangtrace_capture_stacks() or a dump request
+  kIdle = 4,      // no traced call in flight, and none for the watchdog's
+                  // timeout: where the threads are (a call not traced?)
 };
 
 // StackSlot::status.
@@ -598,7 +600,8 @@ struct StackSlot {
   uint32_t round;      // Counters::stack_round when captured
   uint64_t ticks;      // when captured
   uint32_t nframes;
-  uint32_t reserved0;
+  int32_t lock_holder_pid;  // blocked waiting for a file lock: the process
+                            // holding it (/proc/locks); 0: none or unknown
   char thread_name[16];
   uint64_t pthread_id;  // pthread_self() of the thread: CPython names its
                         // threads by it (PyFrame::thread_id)

@@ -40,6 +40,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "tracer/file_locks.h"
 #include "tracer/internal.h"
 #include "tracer/procfs.h"
 #include "tracer/python.h"
@@ -373,6 +374,51 @@ void ReleaseAltStack() {
   t_alt_stack = nullptr;
 }
 
+namespace {
+// Threads of a round blocked waiting for a file lock: the process holding
+// it, from /proc/locks (as `hangtrace dump` reads it from outside), so a
+// lock held across a collective is a wait-for edge from the file alone.
+// Read once they are back in their call (the capture signal restarts it).
+void NoteLockHolders(TraceFile* f, const int* tids, int ntids) {
+  for (int i = 0; i < ntids; ++i) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tids[i]);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::string line;
+      if (FILE* in = fopen(path, "re")) {
+        char buf[256];
+        if (fgets(buf, sizeof(buf), in)) line = buf;
+        fclose(in);
+      }
+      if (line.rfind("running", 0) != 0) {
+        f->stacks[i].lock_holder_pid = FindLockWait(getpid(), line).holder_pid;
+        break;
+      }
+      struct timespec ts = {0, 1000000};  // still on its way back into the call
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+}  // namespace
+
+// Whether the capture signal may interrupt thread `tid` unnoticed: it runs,
+// or waits in a call that the signal's return restarts (a futex: mutexes,
+// condition variables, c10d's and gloo's waits; a file lock). A thread in
+// nanosleep, poll, epoll_wait or the like would see EINTR (a sleep(8) cut
+// short): an idle capture, which suspects no hang, leaves it alone.
+bool QuietlyInterruptible(int tid) {
+  char path[64], line[64] = {};
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = read(fd, line, sizeof(line) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  if (!strncmp(line, "running", 7)) return true;
+  const long nr = strtol(line, nullptr, 10);
+  return nr == SYS_futex || nr == SYS_fcntl || nr == SYS_flock;
+}
+
 int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (!f || !RuntimeConfig().stacks) return 0;
@@ -399,7 +445,9 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
       auto* d = reinterpret_cast<struct dirent64*>(buf + off);
       off += d->d_reclen;
       int tid = atoi(d->d_name);
-      if (tid > 0 && tid != self && !IsTracerThread(tid) && ntids < int(fmt::kMaxStacks)) tids[ntids++] = tid;
+      if (tid <= 0 || tid == self || IsTracerThread(tid) || ntids >= int(fmt::kMaxStacks)) continue;
+      if (reason == fmt::StackReason::kIdle && !QuietlyInterruptible(tid)) continue;
+      tids[ntids++] = tid;
     }
   }
   close(dir);
@@ -416,6 +464,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     s->round = round;
     s->nframes = 0;
     s->ticks = 0;
+    s->lock_holder_pid = 0;
     char path[64], name[32] = {};
     snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tids[i]);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -466,6 +515,7 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     PythonStoreAfterRelease(error, round);
   }
   CaptureModules(f, round);
+  NoteLockHolders(f, tids, ntids);
   return captured;
 }
 

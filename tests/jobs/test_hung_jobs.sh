@@ -29,11 +29,12 @@
 #   torch-{skip,barrier,ddp,p2p,lock}
 #                         tests/python/torch_hang.py untraced on gloo, dumped
 #                         by mpirun's pid: each rank's torch.distributed call
-#   torch-traced-{skip,barrier,ddp,p2p}
+#   torch-traced-{skip,barrier,ddp,p2p,lock}
 #                         the same, traced (python/hangtrace_torch.py records
 #                         torch.distributed's calls): the trace alone names
-#                         the culprit, process group and sequence number;
-#                         skip with a dump too
+#                         the culprit, process group and sequence number
+#                         (ddp, lock: with the stacks the runtime captures
+#                         of a rank in no traced call); skip with a dump too
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
 #   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
 #                         no-hang, and name the sleeping rank
@@ -276,17 +277,22 @@ case "$scenario" in
       lock) check verdict=deadlock culprits=0 why:0="holds the file lock" ;;
     esac
     ;;
-  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p)
+  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p | torch-traced-lock)
     torch_scenario=${scenario#torch-traced-}
     torch_job $(traced)
     # skip: after the watchdog, whose stacks give each rank's Python line.
     [ "$torch_scenario" != skip ] || wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
+    # ddp, lock: after the timeout, the quiet capture of the ranks in no
+    # traced call (its stacks say where they are) has been taken.
+    case "$torch_scenario" in ddp | lock) sleep 2 ;; esac
     analyze "$work/traces/job"
     case "$torch_scenario" in
       skip) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast \
               why:2="calls dist.broadcast as collective #4 on default_pg" why:2="torch_hang.py:" ;;
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
-      ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" ;;
+      ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" \
+             why:0="c10d::Reducer" ;;
+      lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for" ;;
       p2p) check verdict=deadlock exit=3 culprits=0,1,2,3 op:0=recv op:3=recv why:0="dist.recv #1 on default_pg from rank 1" ;;
     esac
     if [ "$torch_scenario" = skip ]; then

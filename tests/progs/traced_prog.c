@@ -7,6 +7,10 @@
  *                call table keeps (45 bytes), then exit 0
  *   kill N       N regions, enter one more and SIGKILL itself inside it
  *   hold         enter a region and block forever in stuck_in_here()
+ *   idle         three regions, then block forever on a condition
+ *                variable in waits_outside() (a call hangtrace does not
+ *                trace), while a thread sleeps 2 s and prints what sleep()
+ *                left ("sleep left 0": no signal cut it short)
  *   segv         N regions, then a NULL store in crash_here()
  *   probe-mpi    prints whether dlsym(RTLD_DEFAULT, "MPI_Init") finds MPI
  *   exit N       exit(N) after two regions
@@ -57,6 +61,21 @@ static void regions(int r, int n) {
 
 __attribute__((noinline)) void stuck_in_here(void) {
   for (;;) pause();
+}
+
+__attribute__((noinline)) void waits_outside(void) {
+  static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  pthread_mutex_lock(&m);
+  for (;;) pthread_cond_wait(&c, &m);
+}
+
+static void* sleeper(void* arg) {
+  (void)arg;
+  unsigned left = sleep(2);
+  printf("sleep left %u\n", left);
+  fflush(stdout);
+  return NULL;
 }
 
 __attribute__((noinline)) void crash_here(volatile int* p) {
@@ -159,6 +178,12 @@ int main(int argc, char** argv) {
     begin(r, 4242);
     kill(getpid(), SIGKILL);
     return 1;
+  }
+  if (!strcmp(mode, "idle")) {
+    regions(r, 3);
+    pthread_t t;
+    pthread_create(&t, NULL, sleeper, NULL);
+    waits_outside();
   }
   if (!strcmp(mode, "hold")) {
     regions(r, 3);

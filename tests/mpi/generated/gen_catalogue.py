@@ -350,6 +350,13 @@ def send_unreceived():
                 p.branch("rank == 1", ACTIONS[action][1])
                 waits = send_waits_for_receiver(form, count)
                 sender = SEND_FORMS[form][0] if waits else "MPI_Barrier"
+                if form == "send_init" and not waits and action == "compute":
+                    # A standard send may wait for its receiver to make
+                    # progress: Open MPI 4.1's persistent one did in 3 of 4
+                    # untraced runs, with rank 1 never calling MPI again
+                    # (when rank 1 finishes or reaches the barrier, its
+                    # progress completes it). Either place is the truth.
+                    sender = "MPI_Wait|MPI_Barrier"
                 if action == "barrier" and not waits:
                     # The message is never received and nobody waits for it.
                     p.set_truth("no-hang", [], {0: "exited", 1: "exited", 2: "exited"})

@@ -1,4 +1,4 @@
-#include "dump/file_locks.h"
+#include "tracer/file_locks.h"
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -6,9 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <vector>
+#include <cstring>
 
 namespace hangtrace {
 namespace {
@@ -26,14 +24,13 @@ constexpr long kSetLkW = 7, kOfdSetLkW = 38;
 
 }  // namespace
 
+// With stdio only: the runtime reads this in the traced process too
+// (stacks.cc), where hangtrace brings no iostreams.
 LockWait FindLockWait(int pid, const std::string& syscall_line) {
   LockWait out;
-  std::istringstream in(syscall_line);
-  std::string nr_text, fd_text, cmd_text;
-  if (!(in >> nr_text >> fd_text >> cmd_text)) return out;
-  const long nr = strtol(nr_text.c_str(), nullptr, 10);
-  const long fd = strtol(fd_text.c_str(), nullptr, 16);
-  const long cmd = strtol(cmd_text.c_str(), nullptr, 16);
+  long nr = -1;
+  unsigned long fd = 0, cmd = 0;
+  if (sscanf(syscall_line.c_str(), "%ld %lx %lx", &nr, &fd, &cmd) != 3) return out;
   if (nr < 0 || !(nr == kFlock || (nr == kFcntl && (cmd == kSetLkW || cmd == kOfdSetLkW)))) return out;
   const std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
   struct stat st;
@@ -45,19 +42,20 @@ LockWait FindLockWait(int pid, const std::string& syscall_line) {
   snprintf(key, sizeof(key), "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev), (unsigned long)st.st_ino);
   // "1: POSIX  ADVISORY  WRITE 1234 08:02:131074 0 EOF"; a waiter's line
   // has "->" after the number.
-  std::ifstream locks("/proc/locks");
-  for (std::string line; std::getline(locks, line);) {
-    std::istringstream l(line);
-    std::vector<std::string> f;
-    for (std::string w; l >> w;) f.push_back(w);
-    if (f.size() < 6 || f[1] == "->") continue;
-    if (f[5] != key) continue;
-    const int holder = atoi(f[4].c_str());
+  FILE* locks = fopen("/proc/locks", "re");
+  if (!locks) return out;
+  char line[512];
+  while (fgets(line, sizeof(line), locks)) {
+    char f[6][64];
+    if (sscanf(line, "%63s %63s %63s %63s %63s %63s", f[0], f[1], f[2], f[3], f[4], f[5]) != 6) continue;
+    if (!strcmp(f[1], "->") || strcmp(f[5], key) != 0) continue;
+    const int holder = atoi(f[4]);
     if (holder > 0 && holder != pid) {
       out.holder_pid = holder;
       break;
     }
   }
+  fclose(locks);
   return out;
 }
 
