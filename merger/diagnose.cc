@@ -552,7 +552,11 @@ Deaths FindDeaths(const Job& job) {
   int64_t next = INT64_MAX;
   if (killed.size() > 1) next = killed[1].first;
   if (!ended.empty()) next = std::min(next, ended.front().first);
-  const bool alone = killed.size() == 1 && ended.empty() && !all_dead;  // the only death; the others live
+  // A crash is a death with its exact time: a rank killed after another
+  // crashed did not die first (a torch job: rank 1 aborts, mpirun then
+  // kills a rank that was still printing the error it got).
+  if (!crashed.empty()) next = std::min(next, crashed.front().first);
+  const bool alone = killed.size() == 1 && ended.empty() && crashed.empty() && !all_dead;  // the only death
   const bool clearly = next != INT64_MAX && double(next - t0) / 1e9 > kResolutionS;
   if (alone || clearly) {
     d.first = r0;

@@ -129,6 +129,31 @@ TEST(Stages, ComponentsFindCyclesAndSinks) {
   EXPECT_FALSE(comps.cyclic[size_t(comps.of[size_t(c.class_of[2])])]);
 }
 
+// A rank killed after another crashed did not die first, even when it is
+// the only one killed (the torch job whose rank 1 aborts, and mpirun then
+// kills a rank still printing the error it got); one killed clearly before
+// the crash did.
+TEST(Stages, ARankKilledAfterACrashDidNotDieFirst) {
+  JobBuilder b(4);
+  auto end = [&](int r, Ending e, int64_t at_ns) {
+    RankView& v = b.job.ranks[size_t(r)];
+    v.ending = e;
+    v.dead = e == Ending::kKilled;
+    v.end_real_ns = at_ns;
+    v.state = e == Ending::kCrashed ? RankState::kCrashed : e == Ending::kExited ? RankState::kExited : RankState::kGone;
+  };
+  const int64_t t = int64_t(1000) * 1000000000;
+  end(0, Ending::kExited, t + 200000000);
+  end(1, Ending::kCrashed, t);
+  end(2, Ending::kExited, t + 200000000);
+  end(3, Ending::kKilled, t - 90000000);  // its last heartbeat, 0.09 s before the crash
+  Deaths d = FindDeaths(b.job);
+  EXPECT_EQ(d.first, -1);
+  EXPECT_EQ(d.first_crash, 1);
+  end(3, Ending::kKilled, t - 2000000000);  // 2 s before: it did
+  EXPECT_EQ(FindDeaths(b.job).first, 3);
+}
+
 // Each rule, on the case it is for: the rule that blames, by name.
 std::string RuleFor(Job& job, int32_t rank_in_component) {
   Classes c = Classify(job);

@@ -90,6 +90,12 @@ void IdleCapture(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
     }
   }
   if (!newest || now_ticks < newest || now_ticks - newest < limit || g_idle_captured_after == newest) return;
+  // A watchdog's round (a call that stayed too long) is worth more than
+  // this one, which would replace it: kept.
+  if (__atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE) &&
+      f->stacks[0].reason == uint32_t(fmt::StackReason::kWatchdog)) {
+    return;
+  }
   g_idle_captured_after = newest;
   CaptureAllStacks(fmt::StackReason::kIdle, 200);
 }

@@ -42,7 +42,23 @@ cleanup() {
     kill -CONT -- "-$job_pid" 2>/dev/null || true
     kill -9 -- "-$job_pid" 2>/dev/null || true
   fi
-  rm -rf "$work"
+  # Every process of this run carries the marker (a launcher may have put
+  # ranks in process groups of their own); the folder goes once they are
+  # gone, not while one still writes its output there (Elk does).
+  local p
+  for _ in $(seq 50); do
+    local left=0
+    for p in /proc/[0-9]*; do
+      [ "${p#/proc/}" = $$ ] && continue
+      if grep -qs "HANGTRACE_APPS_TEST=$work" "$p/environ" 2>/dev/null; then
+        kill -9 "${p#/proc/}" 2>/dev/null
+        left=1
+      fi
+    done
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  rm -rf "$work" 2>/dev/null || { sleep 0.5; rm -rf "$work"; }
 }
 trap cleanup EXIT
 fail() {
