@@ -96,7 +96,7 @@ constexpr NamedRedop kRedops[] = {
 #else
 // Open MPI's predefined handles are addresses of data symbols in libmpi
 // (MPI_COMM_WORLD is &ompi_mpi_comm_world). They are looked up by name when
-// MPI is first called (FindOpenMpi), never referenced at link time: libmpi
+// MPI is first called (FindMpi), never referenced at link time: libmpi
 // may arrive by dlopen after start-up, and a program without MPI must load
 // libhangtrace.so without it. Nothing here uses mpi.h's handle macros.
 struct NamedDtype {
