@@ -282,9 +282,13 @@ case "$scenario" in
     torch_job $(traced)
     # skip: after the watchdog, whose stacks give each rank's Python line.
     [ "$torch_scenario" != skip ] || wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
-    # ddp, lock: after the timeout, the quiet capture of the ranks in no
-    # traced call (its stacks say where they are) has been taken.
-    case "$torch_scenario" in ddp | lock) sleep 2 ;; esac
+    # ddp, lock: once the quiet capture of the ranks in no traced call (its
+    # stacks say where they are) is taken, the timeout after their last call.
+    reports() { analyze "$work/traces/job"; grep -q "$1" report.txt; }
+    case "$torch_scenario" in
+      ddp) wait_for 100 reports "c10d::Reducer" || true ;;
+      lock) wait_for 100 reports "holds the file lock" || true ;;
+    esac
     analyze "$work/traces/job"
     case "$torch_scenario" in
       skip) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast \
