@@ -278,6 +278,48 @@ TEST(Torch, EveryCallFamilyIsTracedAsMpisAre) {
   EXPECT_TRUE(testing::ListTraceFiles(off.path()).empty());
 }
 
+// torch 2.x's API (group_src/group_dst, a group's description, Work) on
+// the FAKE torch of tests/fakes/torch2 (Debian 12 ships torch 1.13 only):
+// one process, rank 2 of 4; each record as the hook must write it.
+TEST(Torch, TheHookFollowsTorch2sApiOnAFake) {
+  TempDir dir;
+  ProgramResult r = RunProgram({HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--", "/usr/bin/python3",
+                                std::string(HT_SOURCE_DIR) + "/tests/python/torch2_api.py"},
+                               {{"PYTHONPATH", std::string(HT_SOURCE_DIR) + "/tests/fakes/torch2"}, {"HANGTRACE_KEEP", "1"}},
+                               60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto files = testing::ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 1u);
+  std::string err;
+  auto s = ReadTraceFile(files[0], &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_EQ(s->process.rank, 2);
+  EXPECT_EQ(s->process.rank_source, uint8_t(fmt::RankSource::kTorch));
+  std::vector<std::string> got;
+  for (const Event& e : s->events) {
+    if (e.rec.kind != uint8_t(fmt::EventKind::kEnd)) continue;
+    std::ostringstream line;
+    line << s->CallName(e.rec.call) << " #" << e.rec.seq << " on "
+         << (e.rec.comm == fmt::kNoComm ? "-" : s->CommLabel(e.rec.comm)) << " peer " << e.rec.peer << " tag "
+         << e.rec.tag << " count " << e.rec.count << " " << fmt::DtypeName(fmt::Dtype(e.rec.dtype)) << " "
+         << fmt::RedopName(fmt::Redop(e.rec.redop));
+    got.push_back(line.str());
+  }
+  const std::vector<std::string> want = {
+      "dist.all_reduce #1 on default_pg peer -1 tag 0 count 16 bfloat16 max",
+      "dist.broadcast #1 on tp peer 0 tag 0 count 16 bfloat16 none",  // group_src=0
+      "dist.send #1 on tp peer 0 tag 3 count 16 bfloat16 none",       // group_dst=0
+      "dist.recv #1 on tp peer 0 tag 0 count 16 bfloat16 none",       // src=1: the pair's rank 0
+      "dist.recv #1 on default_pg peer 3 tag 0 count 16 bfloat16 none",  // any source, resolved
+      "dist.Work.wait #0 on - peer -1 tag 0 count 1 none none",
+      "dist.all_reduce async #2 on default_pg peer -1 tag 0 count 16 bfloat16 sum",
+      "dist.irecv #2 on tp peer 0 tag 0 count 16 bfloat16 none",      // ended by is_completed()
+      "dist.barrier #3 on default_pg peer -1 tag 0 count 0 none none",
+  };
+  EXPECT_EQ(got, want);
+}
+
 TEST(Mpi, EveryWrapperPassesThroughWhenTracingIsOffOrCouldNotStart) {
   // Every wrapped call (the families program calls nearly all of them),
   // libmpi linked or loaded late, with the runtime off, and with a runtime
