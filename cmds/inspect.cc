@@ -206,10 +206,13 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
                       : st->reason == fmt::StackReason::kWatchdog ? "watchdog"
                       : st->reason == fmt::StackReason::kIdle     ? "idle past the timeout"
                                                                   : "request";
-    printf("  tid %u \"%s\" (%s)%s\n", tid, st ? st->thread_name.c_str() : "", why,
+    const std::string lock =
+        st && st->lock_holder_pid ? "; waits for a file lock held by pid " + std::to_string(st->lock_holder_pid) : "";
+    printf("  tid %u \"%s\" (%s)%s%s\n", tid, st ? st->thread_name.c_str() : "", why,
            st && st->status == fmt::StackStatus::kPending  ? ": did not answer (in D state?)"
            : st && st->status == fmt::StackStatus::kBlocked ? ": blocks the capture signal (hangtrace dump reads it from outside)"
-                                                             : "");
+                                                             : "",
+           lock.c_str());
     for (size_t i = 0; i < frames.size(); ++i) {
       printf("    #%-2zu %s%s\n", i, frames[i].lang == Frame::Lang::kPython ? "[py] " : "", frames[i].Text().c_str());
     }

@@ -296,7 +296,9 @@ case "$scenario" in
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
       ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" \
              why:0="c10d::Reducer" ;;
-      lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for" ;;
+      lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for"
+            "$hangtrace" inspect "$work/traces/job" > inspect.txt
+            grep -q "waits for a file lock held by pid" inspect.txt || fail "inspect does not say whose lock a rank waits for" ;;
       p2p) check verdict=deadlock exit=3 culprits=0,1,2,3 op:0=recv op:3=recv why:0="dist.recv #1 on default_pg from rank 1" ;;
     esac
     if [ "$torch_scenario" = skip ]; then
