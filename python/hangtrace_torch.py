@@ -15,7 +15,8 @@ it) and records each call through the C API of the preloaded library
 - a sequence number per group (collectives) or per (group, peer, tag)
   (send/recv), the op, element count, dtype, reduction and root or peer;
 - async_op=True, isend and irecv post the call; it ends when its work is
-  waited on (Work.wait, recorded as the waiting call) or found completed.
+  waited on (Work.wait, recorded as the waiting call), found completed, or
+  when the future get_future() gave completes (DDP's comm hooks).
 
 A call made inside another (broadcast_object_list's broadcasts) is part of
 it and not recorded again, so every rank counts its calls alike. Calls that
@@ -31,6 +32,7 @@ import inspect
 import itertools
 import sys
 import threading
+import weakref
 
 # Values of the trace format (tracer/format.h).
 _API_TORCH = 6
@@ -84,7 +86,7 @@ _c10d = None
 _tls = threading.local()
 _groups = {}     # process group -> _Group, or None where this rank is no member
 _calls = {}      # (name, nonblocking) -> call id
-_posted = {}     # Work -> (handle, group, source is any); single operations, atomic under the GIL
+_posted = {}     # id(Work) -> (weakref to it, handle, group, source is any): see _post
 _handles = itertools.count(1)
 _lock = threading.Lock()
 _warned = []
@@ -312,16 +314,42 @@ def _wrap(fn_name, op, peer_param, data_param, real):
             elif ret is None:
                 _lib.hangtrace_request_end(handle, -1, -1)
             else:
-                try:
-                    if len(_posted) >= 4096:  # works never waited on: forget the oldest
-                        _posted.pop(next(iter(_posted)), None)
-                    _posted[ret] = (handle, group, any_source)
-                except (TypeError, RuntimeError, StopIteration):  # not hashable; or a race on the oldest
-                    _lib.hangtrace_request_end(handle, -1, -1)
+                _post(ret, (handle, group, any_source))
         return ret
 
     wrapper.__hangtrace__ = True
     return wrapper
+
+
+def _post(work, entry):
+    """Remembers a posted call's work until it ends. Weakly: a work the
+    program drops unfinished (a DDP comm hook keeps only its future) must
+    not keep its tensors alive; its post then stays open, which is the
+    truth as far as anyone can tell. (A dict's get, set and pop are atomic
+    under the GIL: no lock on these paths, which every blocking torch call
+    also takes through its own work.wait().)"""
+    key = id(work)
+
+    def forget(ref, key=key):
+        cur = _posted.get(key)
+        if cur is not None and cur[0] is ref:
+            _posted.pop(key, None)
+
+    try:
+        _posted[key] = (weakref.ref(work, forget),) + entry
+    except TypeError:  # no weak references to it: ends now, as far as we can tell
+        _lib.hangtrace_request_end(entry[0], -1, -1)
+
+
+def _take(work):
+    """The posted call of `work` (its entry), taken; None if none."""
+    if not _posted:
+        return None
+    cur = _posted.get(id(work))
+    if cur is None or cur[0]() is not work:
+        return None
+    _posted.pop(id(work), None)
+    return cur[1:]
 
 
 def _end_posted(work, entry):
@@ -336,14 +364,16 @@ def _end_posted(work, entry):
 
 
 def _wrap_work(work_class):
+    """A posted call ends when its work is waited on (recorded as the
+    waiting call), found completed, or, through get_future() (DDP's comm
+    hooks), when its future completes."""
     real_wait = work_class.wait
     real_is_completed = getattr(work_class, "is_completed", None)
+    real_get_future = getattr(work_class, "get_future", None)
 
-    # (_posted's pop and set are atomic under the GIL: no lock on this path,
-    # which every blocking torch call also takes through its own work.wait())
     @functools.wraps(real_wait)
     def wait(self, *args, **kwargs):
-        entry = _posted.pop(self, None) if _posted else None
+        entry = _take(self)
         if entry is None:
             return real_wait(self, *args, **kwargs)
         cid = _call_id("dist.Work.wait", "wait", _COMPLETION | _BLOCKING)
@@ -353,7 +383,7 @@ def _wrap_work(work_class):
         except BaseException:
             if recorded:
                 _lib.hangtrace_call_end(1, -1, -1)
-            _posted[self] = entry  # not completed
+            _post(self, entry)  # not completed
             raise
         if recorded:
             _lib.hangtrace_call_end(0, -1, -1)
@@ -366,12 +396,26 @@ def _wrap_work(work_class):
         def is_completed(self):
             done = real_is_completed(self)
             if done:
-                entry = _posted.pop(self, None) if _posted else None
+                entry = _take(self)
                 if entry is not None:
                     _end_posted(self, entry)
             return done
 
         work_class.is_completed = is_completed
+    if real_get_future is not None:
+        @functools.wraps(real_get_future)
+        def get_future(self):
+            future = real_get_future(self)
+            entry = _take(self)
+            if entry is not None:
+                try:
+                    # Runs on the thread that completes it (at once if done).
+                    future.add_done_callback(lambda _, work=self, entry=entry: _end_posted(work, entry))
+                except Exception:
+                    _post(self, entry)
+            return future
+
+        work_class.get_future = get_future
 
 
 def _wrap_destroy(real):

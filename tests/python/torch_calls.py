@@ -10,8 +10,10 @@ usage: mpirun -n 4 python3 torch_calls.py
   PYTHONPATH ran (it sets builtins.torch_calls_site).
 """
 import builtins
+import gc
 import os
 import sys
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -54,6 +56,16 @@ def main():
     work = dist.broadcast(t, src=0, async_op=True)
     while not work.is_completed():
         pass
+    # A future, as DDP's comm hooks keep (the work itself dropped): the
+    # tracer must not keep the work, and its tensors, alive.
+    work = dist.all_reduce(t, async_op=True)
+    future = work.get_future()
+    dropped = weakref.ref(work)
+    del work
+    future.wait()
+    gc.collect()
+    if dropped() is not None:
+        sys.exit("a dropped work is kept alive")
 
     # Groups: halves, and one with every rank (named apart from the default).
     evens = dist.new_group(list(range(0, size, 2)))
