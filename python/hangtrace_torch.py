@@ -82,6 +82,8 @@ _GROUP_MODULES = ("megatron.core.parallel_state", "megatron.mpu.initialize", "me
 
 _lib = None
 _begin = None  # _lib.hangtrace_call_begin, looked up once
+_compiling = None  # torch.compiler.is_compiling (2.3+): while torch.compile
+                   # traces a function, the hook stands aside (no graph break)
 _c10d = None
 _tls = threading.local()
 _groups = {}     # process group -> _Group, or None where this rank is no member
@@ -286,7 +288,7 @@ def _wrap(fn_name, op, peer_param, data_param, real):
 
     @functools.wraps(real)
     def wrapper(*args, **kwargs):
-        if getattr(_tls, "inside", False):
+        if getattr(_tls, "inside", False) or (_compiling is not None and _compiling()):
             return real(*args, **kwargs)
         try:
             rec = begin(args, kwargs)
@@ -439,9 +441,10 @@ def _wrap_destroy(real):
 def patch(module):
     """Wraps the calls of torch.distributed.distributed_c10d, before
     torch.distributed re-exports them."""
-    global _c10d
+    global _c10d, _compiling
     _c10d = module
     import torch
+    _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     for name, code in _DTYPES.items():
         dtype = getattr(torch, name, None)
         if dtype is not None:

@@ -22,5 +22,8 @@ work.wait()
 req = dist.irecv(t, group=pair, group_src=0)
 while not req.is_completed():
     pass
+torch.compiler.compiling = True                            # as while torch.compile traces:
+dist.all_reduce(t)                                         # not recorded (no graph break)
+torch.compiler.compiling = False
 dist.barrier()                                             # #3 on default_pg
 print("ok", flush=True)

@@ -22,3 +22,14 @@ class Tensor(object):
 
     def numel(self):
         return self._n
+
+
+class _Compiler(object):
+    """torch.compiler: is_compiling() is True while torch.compile traces."""
+    compiling = False
+
+    def is_compiling(self):
+        return self.compiling
+
+
+compiler = _Compiler()
