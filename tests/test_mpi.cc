@@ -767,9 +767,11 @@ TEST(Mpi, StoppedRankIsNamedByItsSilentHeartbeat) {
   EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce"), std::string::npos) << d.culprits[0].why;
 }
 
-// A trace folder on a file system with room for one rank: the others
-// cannot allocate their files and leave a *.no-room marker; the rank whose
-// file exists waits for them. Before, "CRASH: ranks 1-3 have no trace file
+// A trace folder on a file system with room for one rank (a file's 2.2 MB
+// of tables and a 4 MB lane) or three files without lanes, never four: a
+// rank that cannot allocate its file leaves a *.no-room marker; a rank whose
+// file exists waits for them. (With 9 MB, four ranks that all made their
+// files before any made its lane fit, and no rank was left without one.) Before, "CRASH: ranks 1-3 have no trace file
 // (never started, or its node is gone)" named three innocent ranks; now the
 // verdict is unknown and says why. A private tmpfs needs a mount namespace
 // (unshare, as root or with user namespaces): skipped where there is none.
@@ -779,7 +781,7 @@ TEST(Mpi, RanksTheStorageHadNoRoomForAreUnknownNeverCulprits) {
   // The job is ended through its own launcher: a `pkill -f` of the
   // program's name also killed the ranks of other tests running beside it.
   const std::string script =
-      "mkdir -p " + traces + " && mount -t tmpfs -o size=9m,mode=700 tmpfs " + traces + " || exit 77\n"
+      "mkdir -p " + traces + " && mount -t tmpfs -o size=7m,mode=700 tmpfs " + traces + " || exit 77\n"
       "timeout 60 mpirun -np 4 --oversubscribe " + HT_CLI + " run --dir " + traces + " --job job -- " +
       HT_MPI_PROG + " stuck >/dev/null 2>" + out.path() + "/job.err &\n"
       "LAUNCHER=$!\n"
