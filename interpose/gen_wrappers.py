@@ -512,12 +512,19 @@ def fortran_setname(c):
            "  real(comm, name, ierr, name_len);",
            "  if (*ierr == MPI_SUCCESS && g_trace && MpiReady()) FortranCommNamed(*comm, name, int(name_len));",
            "}"]
+    return out + fortran_entry_points(c, fn, params, "comm, name, ierr, name_len") + [""]
+
+
+def fortran_entry_points(c, fn, params, args):
+    """The exported Fortran names of call `c`, each calling `fn` with the
+    real function of that name."""
+    out = []
     for s in fortran_symbols(c):
         out += [f"static {fn}_t* g_realf_{s};",
                 f"HT_MPI_EXPORT void HT_MPI_SYMBOL({s})({params}) {{",
-                f'  {fn}(Real(g_realf_{s}, "{s}"), comm, name, ierr, name_len);',
+                f'  {fn}(Real(g_realf_{s}, "{s}"), {args});',
                 "}"]
-    return out + [""]
+    return out
 
 
 def generate_fortran(calls):
@@ -540,11 +547,7 @@ def generate_fortran(calls):
             out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
         out.append(indent(fortran_body(c)))
         out.append("}")
-        for s in fortran_symbols(c):
-            out.append(f"static {fn}_t* g_realf_{s};")
-            out.append(f"HT_MPI_EXPORT void HT_MPI_SYMBOL({s})({params}) {{")
-            out.append(f'  {fn}(Real(g_realf_{s}, "{s}"), ' + ", ".join(names + ["ierr"]) + ");")
-            out.append("}")
+        out += fortran_entry_points(c, fn, params, ", ".join(names + ["ierr"]))
         out.append("")
     out.append("#endif  // !HT_MPI_NO_FORTRAN")
     return out

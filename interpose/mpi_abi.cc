@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <cstring>
+#include <string>
 
 #include "interpose/dlsym.h"
 #include "interpose/mpi_support.h"  // Open MPI's build: FindReal
@@ -22,13 +23,10 @@ pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 // names neither). Anything else goes to the Open MPI build, which says
 // that it is not an MPI hangtrace was built for and passes its calls on.
 Abi Detect() {
-  void* init = mpi::FindReal("PMPI_Init");
-  Dl_info info;
-  if (!init || !dladdr(init, &info) || !info.dli_fname) return kUndecided;  // no MPI loaded yet
-  void* library = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  auto has = [&](const char* symbol) {
-    return RealDlsym(RTLD_DEFAULT, symbol) || (library && RealDlsym(library, symbol));
-  };
+  std::string path;
+  void* library = mpi::OpenMpiLibrary(&path);
+  if (path.empty()) return kUndecided;  // no MPI loaded yet
+  auto has = [&](const char* symbol) { return mpi::MpiData(symbol, library) != nullptr; };
   Abi abi = kOpenMpi;
   if (has("ompi_mpi_comm_world")) {
     abi = kOpenMpi;

@@ -638,19 +638,20 @@ int g_mpi_library = int(MpiLibrary::kUnknown);
 
 namespace {
 pthread_mutex_t g_find_lock = PTHREAD_MUTEX_INITIALIZER;
+}  // namespace
 
-// A data symbol of the MPI library: the global scope first, because a
-// program linked with libmpi has its own copy of every handle it names
-// (a copy relocation: MPI_COMM_WORLD in the program is that copy, and
-// libmpi uses it too); then the library that defines the real PMPI_Init,
-// however it was opened (mpi4py's libmpi is in no global scope).
-#if !HT_MPICH
+void* OpenMpiLibrary(std::string* path) {
+  Dl_info info;
+  void* init = FindReal("PMPI_Init");
+  if (!init || !dladdr(init, &info) || !info.dli_fname) return nullptr;
+  *path = info.dli_fname;
+  return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+}
+
 void* MpiData(const char* symbol, void* library) {
   void* p = RealDlsym(RTLD_DEFAULT, symbol);
   return p || !library ? p : RealDlsym(library, symbol);
 }
-#endif
-}  // namespace
 
 #if HT_MPICH
 bool FindMpi() {
@@ -677,11 +678,8 @@ bool FindMpi() {
   pthread_mutex_lock(&g_find_lock);
   int state = __atomic_load_n(&g_mpi_library, __ATOMIC_ACQUIRE);
   if (state == int(MpiLibrary::kUnknown)) {
-    void* library = nullptr;
-    Dl_info info;
-    if (void* init = FindReal("PMPI_Init"); init && dladdr(init, &info) && info.dli_fname) {
-      library = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    }
+    std::string path;
+    void* library = OpenMpiLibrary(&path);
     MpiHandles h;
     h.world = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_world", library));
     h.self = static_cast<MPI_Comm>(MpiData("ompi_mpi_comm_self", library));
@@ -701,7 +699,7 @@ bool FindMpi() {
       state = int(MpiLibrary::kReady);
     } else if (library) {
       state = int(MpiLibrary::kOther);
-      std::string line = std::string("hangtrace: the MPI library ") + info.dli_fname +
+      std::string line = "hangtrace: the MPI library " + path +
                          " is not an MPI hangtrace was built for (" HT_MPI_BUILT_FOR "): its calls pass through untraced";
       WriteStderrLine(line.c_str());
     }

@@ -43,6 +43,7 @@
 #endif
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "tracer/hash.h"
@@ -296,6 +297,16 @@ void Initialized(int provided_level);
 void* ResolveReal(const char* name);
 // The same lookup without the abort: null when no loaded library has it.
 void* FindReal(const char* name);
+// The MPI library that defines PMPI_Init, opened without loading it again
+// (dlclose it after), its file in `path`; null (and `path` empty) when no
+// MPI is loaded.
+void* OpenMpiLibrary(std::string* path);
+// A data symbol of the MPI library: the global scope first, because a
+// program linked with libmpi has its own copy of every handle it names
+// (a copy relocation: MPI_COMM_WORLD in the program is that copy, and
+// libmpi uses it too); then `library` (OpenMpiLibrary), however it was
+// opened (mpi4py's libmpi is in no global scope).
+void* MpiData(const char* symbol, void* library);
 
 template <typename F>
 F* Real(F*& slot, const char* name) {

@@ -97,27 +97,19 @@ thread_local int t_framework_depth = 0;
 std::mutex g_posted_mu;
 std::unordered_map<uint64_t, fmt::Record>* g_posted = nullptr;
 
-// A framework record on this thread's lane; as the current call when
-// `current`, else (a nonblocking post) as an event.
-bool WriteFramework(fmt::Record& r, fmt::EventKind kind, bool current) {
+// A framework call's BEGIN as the thread's current call (without the
+// re-entrancy guard), and its END: the protocol of CallBegin/CallEnd.
+bool FrameworkBegin(fmt::Record& r) {
   ThreadState& t = t_thread;
-  if (!Traced()) return false;
   if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return false;
-  fmt::ThreadSlot* s = t.slot;
-  if (!s) return false;
-  r.ticks = NowTicks();
-  r.tid = uint32_t(t.tid);
-  r.kind = uint8_t(kind);
-  LaneWrite(t.lane, t.lane_mask, &s->head, r);
-  if (!current) return true;
-  SeqBegin(&s->version);
-  if (kind == fmt::EventKind::kBegin) {
-    s->current = r;
-  } else {
-    s->current.kind = uint8_t(fmt::EventKind::kEmpty);
-    s->last = r;
-  }
-  SeqEnd(&s->version);
+  if (!t.slot) return false;
+  PublishBegin(t, t.slot, r);
+  return true;
+}
+bool FrameworkEnd(fmt::Record& r, int32_t result) {
+  ThreadState& t = t_thread;
+  if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return false;  // forked inside it
+  PublishEnd(t, t.slot, r, result);
   return true;
 }
 
@@ -194,14 +186,14 @@ __attribute__((visibility("default"))) int hangtrace_call_begin(int call, int co
     else if ((flags & fmt::kCallP2p) && peer >= 0)
       r.seq = NextP2pSeq(r.comm, peer, tag, fmt::Op(g_trace->calls[call].op) == fmt::Op::kSend);
   }
-  if (nonblocking) {
-    if (!WriteFramework(r, fmt::EventKind::kBegin, false)) return 1;
+  if (nonblocking) {  // a posted call: an event, as MPI's Isend (Posted)
+    if (!RecordEvent(r, fmt::EventKind::kBegin)) return 1;
     std::lock_guard<std::mutex> lock(g_posted_mu);
     if (!g_posted) g_posted = new std::unordered_map<uint64_t, fmt::Record>();
     if (g_posted->size() < 65536) (*g_posted)[handle] = r;
     return 0;
   }
-  const bool recorded = WriteFramework(r, fmt::EventKind::kBegin, true);
+  const bool recorded = FrameworkBegin(r);
   t_framework[t_framework_depth] = r;
   t_framework_recorded[t_framework_depth] = recorded;
   ++t_framework_depth;
@@ -216,8 +208,7 @@ __attribute__((visibility("default"))) int hangtrace_call_end(int result, int pe
   fmt::Record& r = t_framework[t_framework_depth];
   if (!t_framework_recorded[t_framework_depth]) return 1;
   Resolve(r, peer, tag);
-  r.result = result;
-  return WriteFramework(r, fmt::EventKind::kEnd, true) ? 0 : 1;
+  return FrameworkEnd(r, result) ? 0 : 1;
 }
 
 // The posted call `handle` ended (its work was waited on, or completed).
@@ -232,8 +223,9 @@ __attribute__((visibility("default"))) int hangtrace_request_end(uint64_t handle
     g_posted->erase(it);
   }
   Resolve(r, peer, tag);
+  r.tid = 0;  // the thread that ends it (as MPI's Retire)
   r.result = 0;
-  return WriteFramework(r, fmt::EventKind::kEnd, false) ? 0 : 1;
+  return RecordEvent(r, fmt::EventKind::kEnd) ? 0 : 1;
 }
 
 }  // extern "C"

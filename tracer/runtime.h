@@ -106,6 +106,31 @@ inline fmt::Record NewRecord(uint16_t call) {
   return r;
 }
 
+// The record protocol of a call on thread `t`, whose slot is `s`: its
+// BEGIN into the lane and published as the thread's current call; its END
+// into the lane, the current call cleared and the END kept as the last.
+// CallBegin/CallEnd and the framework calls of the C API (api.cc) use it.
+__attribute__((always_inline)) inline void PublishBegin(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r) {
+  r.ticks = NowTicks();
+  r.tid = uint32_t(t.tid);
+  r.kind = uint8_t(fmt::EventKind::kBegin);
+  LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  SeqBegin(&s->version);
+  s->current = r;
+  SeqEnd(&s->version);
+}
+__attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r,
+                                                      int32_t result) {
+  r.ticks = NowTicks();
+  r.kind = uint8_t(fmt::EventKind::kEnd);
+  r.result = result;
+  LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  SeqBegin(&s->version);
+  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
+  s->last = r;
+  SeqEnd(&s->version);
+}
+
 // Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
 // Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
 // current call. Returns whether the call is recorded: false when untraced
@@ -119,13 +144,7 @@ __attribute__((always_inline)) inline bool CallBegin(fmt::Record& r) {
   }
   fmt::ThreadSlot* s = t.slot;
   if (!s) return false;
-  r.ticks = NowTicks();
-  r.tid = uint32_t(t.tid);
-  r.kind = uint8_t(fmt::EventKind::kBegin);
-  LaneWrite(t.lane, t.lane_mask, &s->head, r);
-  SeqBegin(&s->version);
-  s->current = r;
-  SeqEnd(&s->version);
+  PublishBegin(t, s, r);
   return true;
 }
 
@@ -139,14 +158,7 @@ __attribute__((always_inline)) inline void CallEnd(fmt::Record& r, int32_t resul
   if (__builtin_expect(!s || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 0)) {
     return;  // forked inside the call: the child's file never saw its BEGIN
   }
-  r.ticks = NowTicks();
-  r.kind = uint8_t(fmt::EventKind::kEnd);
-  r.result = result;
-  LaneWrite(t.lane, t.lane_mask, &s->head, r);
-  SeqBegin(&s->version);
-  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
-  s->last = r;
-  SeqEnd(&s->version);
+  PublishEnd(t, s, r, result);
 }
 
 // Waiting by polling (MPI_Test* that retired nothing): the thread's current

@@ -375,31 +375,39 @@ void ReleaseAltStack() {
 }
 
 namespace {
+// /proc/self/task/TID/syscall: "running", or the number of the call the
+// thread is blocked in and its arguments. False when it cannot be read.
+bool TaskSyscall(int tid, char* line, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  return ReadSmallFile(path, line, cap) > 0;
+}
+bool Running(const char* syscall_line) { return !strncmp(syscall_line, "running", 7); }
+
 // Threads of a round blocked waiting for a file lock: the process holding
 // it, from /proc/locks (as `hangtrace dump` reads it from outside), so a
 // lock held across a collective is a wait-for edge from the file alone.
-// Read once they are back in their call (the capture signal restarts it).
+// Read once they are back in their call (the capture signal restarts it):
+// a thread still "running" is read again once, 1 ms later.
 void NoteLockHolders(TraceFile* f, const int* tids, int ntids) {
+  // True when thread i is still running (to read again).
+  auto note = [&](int i) {
+    char line[256];
+    if (!TaskSyscall(tids[i], line, sizeof(line))) return false;
+    if (Running(line)) return true;
+    f->stacks[i].lock_holder_pid = FindLockWait(getpid(), line).holder_pid;
+    return false;
+  };
+  bool running[fmt::kMaxStacks] = {};
+  bool any = false;
+  for (int i = 0; i < ntids; ++i) any |= running[i] = note(i);
+  if (!any) return;
+  struct timespec ts = {0, 1000000};
+  nanosleep(&ts, nullptr);
   for (int i = 0; i < ntids; ++i) {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tids[i]);
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      std::string line;
-      if (FILE* in = fopen(path, "re")) {
-        char buf[256];
-        if (fgets(buf, sizeof(buf), in)) line = buf;
-        fclose(in);
-      }
-      if (line.rfind("running", 0) != 0) {
-        f->stacks[i].lock_holder_pid = FindLockWait(getpid(), line).holder_pid;
-        break;
-      }
-      struct timespec ts = {0, 1000000};  // still on its way back into the call
-      nanosleep(&ts, nullptr);
-    }
+    if (running[i]) note(i);
   }
 }
-}  // namespace
 
 // Whether the capture signal may interrupt thread `tid` unnoticed: it runs,
 // or waits in a call that the signal's return restarts (a futex: mutexes,
@@ -407,17 +415,13 @@ void NoteLockHolders(TraceFile* f, const int* tids, int ntids) {
 // nanosleep, poll, epoll_wait or the like would see EINTR (a sleep(8) cut
 // short): an idle capture, which suspects no hang, leaves it alone.
 bool QuietlyInterruptible(int tid) {
-  char path[64], line[64] = {};
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = read(fd, line, sizeof(line) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  if (!strncmp(line, "running", 7)) return true;
+  char line[64];
+  if (!TaskSyscall(tid, line, sizeof(line))) return false;
+  if (Running(line)) return true;
   const long nr = strtol(line, nullptr, 10);
   return nr == SYS_futex || nr == SYS_fcntl || nr == SYS_flock;
 }
+}  // namespace
 
 int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
@@ -467,12 +471,8 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     s->lock_holder_pid = 0;
     char path[64], name[32] = {};
     snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tids[i]);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t r = read(fd, name, sizeof(name) - 1);
-      close(fd);
-      if (r > 0 && name[r - 1] == '\n') name[r - 1] = '\0';
-    }
+    const ssize_t r = ReadSmallFile(path, name, sizeof(name));
+    if (r > 0 && name[r - 1] == '\n') name[r - 1] = '\0';
     memset(s->thread_name, 0, sizeof(s->thread_name));
     memcpy(s->thread_name, name, strnlen(name, sizeof(s->thread_name) - 1));
     __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);

@@ -127,24 +127,19 @@ expect_stopped_culprit() {
 }
 
 case "$scenario" in
-netpipe-stopped)
-  need NPopenmpi netpipe-openmpi
-  start mpirun -np 2 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 0 NPopenmpi -o np.out
+netpipe-stopped | netpipe-mpich-stopped)
+  # NetPIPE built with Open MPI, or with MPICH (Debian's netpipe-mpich2) under
+  # MPICH's launcher: the MPICH build of the wrappers records that one.
+  if [ "$scenario" = netpipe-stopped ]; then
+    prog=NPopenmpi package=netpipe-openmpi launch=(mpirun -np 2 --oversubscribe)
+  else
+    prog=NPmpich2 package=netpipe-mpich2 launch=(mpirun.mpich -np 2)
+  fi
+  need "$prog" "$package"
+  start "${launch[@]}" "$hangtrace" run --dir "$work/traces" --timeout 0 "$prog" -o np.out
   wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
   sleep 1
-  stop_rank NPopenmpi 1
-  sleep 1.5
-  expect_stopped_culprit 1 1
-  expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
-  ;;
-netpipe-mpich-stopped)
-  # The same program built with MPICH (Debian's netpipe-mpich2), under
-  # MPICH's launcher: the MPICH build of the wrappers records it.
-  need NPmpich2 netpipe-mpich2
-  start mpirun.mpich -np 2 "$hangtrace" run --dir "$work/traces" --timeout 0 NPmpich2 -o np.out
-  wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
-  sleep 1
-  stop_rank NPmpich2 1
+  stop_rank "$prog" 1
   sleep 1.5
   expect_stopped_culprit 1 1
   expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
