@@ -101,6 +101,7 @@ TEST(Lane, EightWritersAndAConcurrentReaderNeverSeeATornRecord) {
   constexpr uint64_t kPerWriter = 200000;
   std::atomic<bool> done{false};
   std::atomic<int> started{0};
+  std::atomic<bool> reading{false};
   std::vector<std::thread> writers;
   std::vector<uint32_t> tids(kWriters);
   for (int w = 0; w < kWriters; ++w) {
@@ -109,7 +110,9 @@ TEST(Lane, EightWritersAndAConcurrentReaderNeverSeeATornRecord) {
       RecordEvent(first, fmt::EventKind::kMark);  // attach: tid known below
       tids[w] = t_thread.tid;
       started++;
-      while (started < kWriters) std::this_thread::yield();  // all at once
+      // All at once, and only once the reader reads: on a fast machine the
+      // writers could otherwise finish before the reader's first read.
+      while (started < kWriters || !reading) std::this_thread::yield();
       for (uint64_t n = 1; n < kPerWriter; ++n) {
         fmt::Record r = Make(uint32_t(100 + w), n);
         RecordEvent(r, fmt::EventKind::kMark);
@@ -119,7 +122,8 @@ TEST(Lane, EightWritersAndAConcurrentReaderNeverSeeATornRecord) {
   uint64_t reads = 0, accepted = 0, broken = 0;
   while (started < kWriters) std::this_thread::yield();
   std::thread reader([&] {
-    while (!done) {
+    do {  // at least one read, even if the writers are done by now
+      reading = true;
       std::string err;
       auto s = ReadTraceFile(g_trace->path, &err);
       ASSERT_TRUE(s) << err;
@@ -129,7 +133,7 @@ TEST(Lane, EightWritersAndAConcurrentReaderNeverSeeATornRecord) {
         ++accepted;
         if (!Intact(e.rec)) ++broken;
       }
-    }
+    } while (!done);
   });
   for (auto& t : writers) t.join();
   done = true;
