@@ -20,6 +20,7 @@ int DumpCommand(int argc, char** argv);      // dump.cc
 int SrunDumpCommand(int argc, char** argv);  // srun_dump.cc
 int LsCommand(int argc, char** argv);        // ls.cc
 int CleanCommand(int argc, char** argv);     // clean.cc
+int AutoReportCommand(int argc, char** argv);  // auto_report.cc
 
 // Exit status of every subcommand that judges a job (analyze, srun-dump):
 // documented in --help and the README ("Exit status").

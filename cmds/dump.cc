@@ -2,7 +2,7 @@
 // node, in one folder that `hangtrace analyze` reads (and that
 // `hangtrace srun-dump` collects from every node).
 //
-//   OUT/<host>/<pid>.htrace   a snapshot of each trace file (sparse copy)
+//   OUT/<host>/<pid>.htrace   a snapshot of each trace file (compact copy; --full: whole)
 //   OUT/<host>/node.json      per process: rank, /proc state, heartbeat age,
 //                             every thread's native stack (ptrace + libdwfl,
 //                             or the kernel's view for a thread that cannot
@@ -35,6 +35,7 @@
 #include "merger/job_list.h"
 #include "merger/node_dump.h"
 #include "merger/stack_calls.h"
+#include "merger/trace_compact.h"
 #include "merger/report.h"
 #include "merger/trace_reader.h"
 #include "tracer/config.h"
@@ -114,13 +115,15 @@ int64_t ProcessUid(pid_t pid) {
   return pid > 0 && stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? int64_t(st.st_uid) : -1;
 }
 
-// Copies a trace file keeping it sparse: only the data extents (SEEK_DATA /
-// SEEK_HOLE), so a 256 MiB ring of which a few lanes are used costs what
-// they hold. The copy is the snapshot the analysis reads; the reader
-// accepts only records whose commit word checks, so a record being written
-// during the copy is skipped, never misread. `owner`: the uid the file must
-// belong to.
-bool SparseCopy(const std::string& from, int64_t owner, int dir_fd, const std::string& name, std::string* error) {
+// Copies a trace file into the dump folder: compact by default (the
+// tables, each lane's newest records and the older ones the analysis needs:
+// merger/trace_compact.h), or whole with `full`, keeping it sparse (only
+// the data extents, SEEK_DATA / SEEK_HOLE). The copy is the snapshot the
+// analysis reads; a record being written during the copy is left out,
+// never misread (its commit word does not check). `owner`: the uid the
+// file must belong to. `bytes`: what the copy takes.
+bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::string& name, bool full, uint64_t* bytes,
+               std::string* error) {
   int in = open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) {
     *error = from + ": " + strerror(errno);
@@ -139,23 +142,38 @@ bool SparseCopy(const std::string& from, int64_t owner, int dir_fd, const std::s
     close(in);
     return false;
   }
-  std::vector<char> buf(1 << 20);
-  bool ok = ftruncate(out, st.st_size) == 0;
-  off_t pos = 0;
-  while (ok && pos < st.st_size) {
-    off_t data = lseek(in, pos, SEEK_DATA);
-    if (data < 0) break;  // no more data: the rest is a hole
-    off_t hole = lseek(in, data, SEEK_HOLE);
-    if (hole < 0) hole = st.st_size;
-    for (off_t at = data; ok && at < hole;) {
-      ssize_t n = pread(in, buf.data(), size_t(std::min<off_t>(off_t(buf.size()), hole - at)), at);
-      if (n <= 0) break;
-      ok = pwrite(out, buf.data(), size_t(n), at) == n;
-      at += n;
-    }
-    pos = hole;
+  bool ok = true;
+  if (!full) {
+    CompactCopyStats stats;
+    std::string why;
+    ok = WriteCompactCopy(in, from, out, kCompactBudgetBytes, &stats, &why);
+    if (ok) *bytes = stats.bytes;
+    // A file the compaction cannot read (damaged) is copied whole: the
+    // analysis says what is wrong with it, and reads what remains.
+    full = !ok && ftruncate(out, 0) == 0;
+    if (!ok && !full) *error = why;
   }
-  if (!ok) *error = name + ": " + strerror(errno);
+  if (full) {
+    std::vector<char> buf(1 << 20);
+    ok = ftruncate(out, st.st_size) == 0;
+    off_t pos = 0;
+    while (ok && pos < st.st_size) {
+      off_t data = lseek(in, pos, SEEK_DATA);
+      if (data < 0) break;  // no more data: the rest is a hole
+      off_t hole = lseek(in, data, SEEK_HOLE);
+      if (hole < 0) hole = st.st_size;
+      for (off_t at = data; ok && at < hole;) {
+        ssize_t n = pread(in, buf.data(), size_t(std::min<off_t>(off_t(buf.size()), hole - at)), at);
+        if (n <= 0) break;
+        ok = pwrite(out, buf.data(), size_t(n), at) == n;
+        at += n;
+      }
+      pos = hole;
+    }
+    if (!ok) *error = name + ": " + strerror(errno);
+    struct stat copied;
+    if (ok && fstat(out, &copied) == 0) *bytes = uint64_t(copied.st_blocks) * 512;
+  }
   close(in);
   close(out);
   return ok;
@@ -290,7 +308,7 @@ int DumpCommand(int argc, char** argv) {
       "hangtrace dump"};
   std::string dir = ExpandUser(env.dir), job = env.job, out;
   std::vector<int> pids;
-  bool no_stacks = false, no_symbols = false, quiet = false;
+  bool no_stacks = false, no_symbols = false, quiet = false, full = false;
   int thread_timeout_ms = 2000;
   app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + dir + ")");
   app.add_option("--job", job,
@@ -302,6 +320,9 @@ int DumpCommand(int argc, char** argv) {
                  "slurmstepd, torchrun) stands for its ranks")
       ->expected(-1);
   app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
+  app.add_flag("--full", full,
+               "copy each trace file whole (its whole ring: for Perfetto timelines); by default a compact copy "
+               "of about 64 KB per process: what the diagnosis needs, the newest records of each thread");
   app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
   app.add_flag("--quiet", quiet, "no progress lines");
@@ -489,10 +510,14 @@ int DumpCommand(int argc, char** argv) {
   // processes at once: ptrace is per tracer thread, so each worker takes
   // whole processes. Python processes first capture their own stacks.
   if (!no_stacks) RequestCaptures(targets, 1.0);
+  uint64_t copied_bytes = 0;
+  size_t copied = 0;
   for (Target& t : targets) {
     if (t.trace.empty() || node_fd < 0) continue;
     std::string err;
-    if (!SparseCopy(t.trace, t.owner, node_fd, t.copy, &err)) warnings.push_back("cannot copy " + err);
+    uint64_t bytes = 0;
+    if (!CopyTrace(t.trace, t.owner, node_fd, t.copy, full, &bytes, &err)) warnings.push_back("cannot copy " + err);
+    else copied_bytes += bytes, ++copied;
   }
   std::vector<ProcessStacks> stacks(targets.size());
   if (!no_stacks) {
@@ -608,8 +633,15 @@ int DumpCommand(int argc, char** argv) {
 
   if (!quiet) {
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
-    fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound, in %.2f s%s\n", host.c_str(),
-            targets.size(), threads, unwound, seconds, node_fd >= 0 ? (" -> " + node_dir).c_str() : "");
+    std::string files;
+    if (copied) {
+      char b[96];
+      snprintf(b, sizeof(b), ", %zu trace file(s) %s %.1f KB each", copied, full ? "whole:" : "compact:",
+               double(copied_bytes) / 1024.0 / double(copied));
+      files = b;
+    }
+    fprintf(stderr, "hangtrace dump: %s: %zu process(es), %zu thread(s), %zu unwound%s, in %.2f s%s\n", host.c_str(),
+            targets.size(), threads, unwound, files.c_str(), seconds, node_fd >= 0 ? (" -> " + node_dir).c_str() : "");
   }
   // A job whose every process has ended (a stale folder): its files are
   // what is left, and analyze reads them as they are.

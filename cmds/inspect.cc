@@ -143,8 +143,11 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   if (p.watchdog_timeout_ms) {
     printf("watchdog timeout %.1f s, %u call(s) flagged\n", p.watchdog_timeout_ms / 1000.0, p.watchdog_fires);
   }
-  printf("events   %zu readable, %" PRIu64 " overwritten by wrap, %" PRIu64 " rejected (mid-write)\n",
-         s.events.size(), s.events_lost, s.events_rejected);
+  const bool compact = s.header.features & fmt::kFeatCompact;
+  printf("events   %zu readable, %" PRIu64 " %s, %" PRIu64 " rejected (mid-write)\n", s.events.size(), s.events_lost,
+         compact ? "older left out (a compact copy: the newest of each thread, and the older ones the analysis needs)"
+                 : "overwritten by wrap",
+         s.events_rejected);
   // `dropped` counts the refused lanes too (files of older runtimes do not
   // tell them apart): what remains is tables that were full.
   const uint64_t refused = s.header.counters.lanes_refused;

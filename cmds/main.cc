@@ -22,6 +22,8 @@ const CommandEntry kCommands[] = {
     {"dump", "on a node: snapshot the traced processes of a job, with every thread's native stack",
      DumpCommand},
     {"srun-dump", "from the login node: dump every node of a hung SLURM job, then analyze", SrunDumpCommand},
+    {"auto-report", "run by a traced job when its watchdog fires: one report for the whole job in its log",
+     AutoReportCommand},
     {"ls", "list the traced jobs in the trace folder: state, ranks, hosts, age, the path to analyze", LsCommand},
     {"clean", "remove the trace folders of jobs that have ended (gives /dev/shm back)", CleanCommand},
     {"env", "list the HANGTRACE_* environment variables with defaults and meaning", EnvCommand},

@@ -108,6 +108,8 @@ int RunCommand(int argc, char** argv) {
     }
   }
   if (!dir.empty()) setenv("HANGTRACE_DIR", dir.c_str(), 1);
+  // The automatic report runs this binary on the job's nodes.
+  if (char self[4096]; !getenv("HANGTRACE_CLI") && realpath("/proc/self/exe", self)) setenv("HANGTRACE_CLI", self, 1);
   if (timeout >= 0) setenv("HANGTRACE_TIMEOUT", std::to_string(timeout).c_str(), 1);
   if (!blocking.empty()) setenv("HANGTRACE_BLOCKING", blocking.c_str(), 1);
   if (ring) setenv("HANGTRACE_RING", std::to_string(ring).c_str(), 1);

@@ -79,6 +79,14 @@ struct FileMaps {
 FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, SharedJob* shared,
                  std::vector<std::string>* warnings);
 void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, RankView* v, Partial* out);
+// The records before each lane's tail (lane i from index tail_from[i]) that
+// what ScanRecords finds still depends on: the newest send and receive of
+// each point-to-point (comm, peer, tag), the counted ones (wildcard receives,
+// persistent sends started), nonblocking requests never completed, device
+// work never finished. A compact dump keeps these and the tails
+// (trace_compact.cc); collective signatures older than the tails are not
+// kept. In time order.
+std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const std::vector<uint64_t>& tail_from);
 
 // --- AttachStacks ------------------------------------------------------------------------
 

@@ -262,3 +262,72 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
 }
 
 }  // namespace hangtrace::load
+
+namespace hangtrace::load {
+
+std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const std::vector<uint64_t>& tail_from) {
+  auto old = [&](const Event& e) { return e.lane < tail_from.size() && e.index < tail_from[e.lane]; };
+  // Point-to-point: the newest send and receive of each (comm, peer, tag), a
+  // reused communicator slot's former owner apart (FileMaps::CommOf).
+  struct Key {
+    uint16_t comm;
+    bool former, received;
+    int32_t peer, tag;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return size_t((uint64_t(k.comm) << 34 ^ uint64_t(k.former) << 33 ^ uint64_t(k.received) << 32 ^ uint32_t(k.peer)) *
+                        0x9e3779b97f4a7c15ull ^
+                    uint32_t(k.tag));
+    }
+  };
+  std::unordered_map<Key, const Event*, KeyHash> newest_p2p;
+  std::unordered_map<uint64_t, const Event*> open_requests;
+  std::unordered_map<const Event*, const Event*> completion_of;  // a request's post -> its completion
+  std::unordered_map<uint32_t, const Event*> device_pending;
+  std::vector<const Event*> keep;
+  for (const Event& e : s.events) {  // in time order, as ScanRecords reads them
+    const fmt::Record& r = e.rec;
+    const CallDesc* d = s.Call(r.call);
+    if (!d) continue;
+    const bool begin = r.kind == uint8_t(fmt::EventKind::kBegin), end = r.kind == uint8_t(fmt::EventKind::kEnd);
+    if ((d->flags & fmt::kCallP2p) && r.peer >= 0) {
+      const bool sent = begin && r.seq && (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
+      const bool received = end && r.seq && d->op == fmt::Op::kRecv;
+      // Counted, not maxed: every one is kept.
+      const bool counted = (received && (r.flags & fmt::kRecAnyPeer)) ||
+                           (r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend);
+      if (counted && old(e)) keep.push_back(&e);
+      else if (sent || received) {
+        const bool former = r.comm < s.comms.size() && r.ticks < s.comms[r.comm].entry.created_ticks;
+        const Event*& newest = newest_p2p[Key{r.comm, former, received, r.peer, r.tag}];
+        if (!newest || r.seq >= newest->rec.seq) newest = &e;
+      }
+    }
+    if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = &e;
+    if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);
+    if (d->flags & fmt::kCallNonblocking) {
+      if (begin) open_requests[r.handle] = &e;
+      if (end) {
+        if (auto it = open_requests.find(r.handle); it != open_requests.end()) {
+          completion_of[it->second] = &e;
+          open_requests.erase(it);
+        }
+      }
+    }
+  }
+  for (const auto& [key, e] : newest_p2p) if (old(*e)) keep.push_back(e);
+  for (const auto& [handle, e] : open_requests) if (old(*e)) keep.push_back(e);
+  for (const auto& [id, e] : device_pending) if (old(*e)) keep.push_back(e);
+  // A post kept (the newest send on its tag) keeps its completion: alone it
+  // would read as a request never completed.
+  for (size_t i = 0, n = keep.size(); i < n; ++i) {
+    if (auto it = completion_of.find(keep[i]); it != completion_of.end() && old(*it->second)) keep.push_back(it->second);
+  }
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  return keep;  // in time order: s.events is, and pointers into it sort alike
+}
+
+}  // namespace hangtrace::load

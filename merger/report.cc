@@ -297,8 +297,26 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
       if (!t.frames.empty()) distinct[t.frames].Add(v.rank);
     }
   }
+  // In the order of their lowest rank: frame ids follow the order the
+  // reader threads met them in, which differs from run to run.
+  struct Distinct {
+    int32_t lowest;
+    size_t count;
+    std::string text;  // the frames as read: ties of one rank's threads
+    const std::pair<const std::vector<uint32_t>, RankSet>* entry;
+  };
+  std::vector<Distinct> order;
+  for (const auto& entry : distinct) {
+    std::string text;
+    for (uint32_t id : entry.first) text += job.frames[id].Text() + "\n";
+    order.push_back({entry.second.Ranks().front(), entry.second.Count(), text, &entry});
+  }
+  std::sort(order.begin(), order.end(), [](const Distinct& a, const Distinct& b) {
+    return std::tie(a.lowest, b.count, a.text) < std::tie(b.lowest, a.count, b.text);
+  });
   j["stacks"] = json::array();
-  for (const auto& [frames, ranks] : distinct) {
+  for (const Distinct& d : order) {
+    const auto& [frames, ranks] = *d.entry;
     json fs = json::array();
     for (uint32_t id : frames) fs.push_back(FrameToJson(job.frames[id]));
     j["stacks"].push_back({{"ranks", ranks.ToString()}, {"rank_list", ranks.Ranks()}, {"count", ranks.Count()}, {"frames", fs}});

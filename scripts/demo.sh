@@ -4,7 +4,8 @@
 # the seed's hang injected: at step 3, rank 3, the last pipeline stage and so
 # the root of its group's loss broadcast, never broadcasts and goes on to the
 # end-of-step all-reduce. Its pipeline group waits in the broadcast, every
-# other rank in the all-reduce. The watchdog notices; `hangtrace dump` takes
+# other rank in the all-reduce. The watchdog notices, and within seconds the
+# job's own log holds the automatic report (no command typed); `hangtrace dump` takes
 # a live dump (trace snapshots and every thread's native stack, read from
 # outside); `hangtrace analyze` reads it and names the culprit, with merged
 # stacks; the job is torn down. Then the same hang in a Python job (mpi4py,
@@ -20,6 +21,7 @@ dir=$(mktemp -d /tmp/hangtrace-demo-XXXXXX)
 step() { printf '\n== %s\n' "$*"; }
 
 step "1. start the trainer on 8 ranks under hangtrace (watchdog after 3 s), with the seed's hang at step 3"
+export HANGTRACE_REPORT_DIR=$dir/report  # where the automatic report gathers (a folder every node sees)
 cmd=(mpirun -np 8 --oversubscribe build/bin/hangtrace run --dir "$dir" --job demo --timeout 3 --
      build/bin/hangtrace-trainer --tp 2 --pp 2 --dp 2 --steps 20 --fault seed-hang@rank=3,step=3
      --truth "$dir/truth.json")
@@ -29,13 +31,13 @@ job=$!
 teardown() { kill -TERM -- "-$job" 2>/dev/null || true; sleep 1; kill -KILL -- "-$job" 2>/dev/null || true; wait "$job" 2>/dev/null || true; }
 trap teardown EXIT
 
-step "2. the job trains, then stops making progress; waiting for the watchdog"
+step "2. the job trains, then stops making progress; the watchdog fires after 3 s and, seconds later, the job's log says:"
 for _ in $(seq 300); do
-  [ "$(grep -c 'hangtrace: watchdog' "$dir/job.log" || true)" -ge 8 ] && break
+  grep -q 'hangtrace: the report: ' "$dir/job.log" && break
   sleep 0.1
 done
 grep ' iteration' "$dir/job.log" | sed 's/^/   /'
-grep 'hangtrace: watchdog' "$dir/job.log" | sort | sed 's/ saved in .*//; s/^/   /'
+sed -n '/hangtrace: automatic report/,/hangtrace: the report: /p' "$dir/job.log" | sed 's/^/   /'
 
 step "3. a live dump of the node: hangtrace dump --dir $dir --job demo --out $dir/dump"
 build/bin/hangtrace dump --dir "$dir" --job demo --out "$dir/dump" 2>&1 | sed 's/^/   /'

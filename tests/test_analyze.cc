@@ -2,6 +2,7 @@
 // simulated on several topologies, positions and steps, then diagnosed.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,6 +20,8 @@
 #include "merger/pictures.h"
 #include "merger/report.h"
 #include "merger/simulate.h"
+#include "merger/trace_compact.h"
+#include "merger/trace_writer.h"
 #include "tests/test_util.h"
 
 namespace hangtrace {
@@ -637,6 +640,211 @@ TEST(Analyze, TracedAndUntracedRanksOfOneDumpAreBothUsed) {
   EXPECT_EQ(d.culprits[0].rank, 1);
   EXPECT_NE(d.culprits[0].why.find("is stopped (state T when dumped, untraced)"), std::string::npos) << d.culprits[0].why;
   EXPECT_NE(TextReport(job, d).find("rank 1 from its stacks only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hangtrace
+
+namespace hangtrace {
+namespace {
+
+// Compacts every trace file of `from` into `to`; how many were cut (their
+// copy holds fewer records than the file).
+size_t CompactFolder(const std::string& from, const std::string& to, uint64_t budget) {
+  size_t cut = 0;
+  std::string err;
+  for (const std::string& path : FindTraceFiles(from, &err)) {
+    int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const std::string name = to + "/" + std::filesystem::path(path).filename().string();
+    int out = open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    CompactCopyStats stats;
+    EXPECT_TRUE(WriteCompactCopy(in, path, out, budget, &stats, &err)) << err;
+    close(in);
+    close(out);
+    auto whole = ReadTraceFile(path, &err), compact = ReadTraceFile(name, &err);
+    EXPECT_TRUE(whole && compact) << err;
+    if (whole && compact) {
+      EXPECT_TRUE(compact->warnings.empty()) << compact->warnings.front();
+      EXPECT_TRUE(compact->header.features & fmt::kFeatCompact);
+      cut += compact->events.size() < whole->events.size();
+    }
+  }
+  return cut;
+}
+
+// What the record scan found of a rank, as text: its call, its
+// communicators' counts, its point-to-point traffic, its open requests
+// (communicators by label: their indexes follow the loaders' order).
+std::string ScanOf(const Job& job, const RankView& v) {
+  auto comm = [&](int32_t c) { return c >= 0 && size_t(c) < job.comms.size() ? job.comms[size_t(c)].label : "-"; };
+  std::set<std::string> entered, p2p;
+  for (const auto& [c, n] : v.entered) entered.insert(comm(c) + ":" + std::to_string(n));
+  for (const P2pTraffic& t : v.p2p) {
+    p2p.insert("(" + comm(t.comm) + "," + std::to_string(t.peer) + "," + std::to_string(t.tag) + ": sent " +
+               std::to_string(t.sent) + " received " + std::to_string(t.received) + " wildcard " +
+               std::to_string(t.wildcard_taken) + " persistent " + std::to_string(t.persistent_sends) + ")");
+  }
+  std::string s = "in " + std::to_string(int(v.current.op)) + " on " + comm(v.current.comm) + " seq " +
+                  std::to_string(v.current.seq) + "; entered";
+  for (const std::string& e : entered) s += " " + e;
+  s += "; p2p";
+  for (const std::string& e : p2p) s += " " + e;
+  s += "; pending";
+  for (const CallPoint& c : v.pending) s += " " + std::to_string(c.handle) + "@" + std::to_string(c.seq);
+  return s;
+}
+
+// The trainer's fault catalogue, simulated with a long history (the fault at
+// step 38 of 40), each file compacted to the default budget: the same
+// diagnosis, and the same record scan for every rank.
+class CompactDump : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompactDump, GivesTheDiagnosisOfTheWholeFiles) {
+  TempDir whole, compact;
+  SimConfig cfg;
+  cfg.tp = cfg.pp = cfg.dp = 2;
+  cfg.steps = 40;
+  cfg.out = whole.path();
+  cfg.threads = 1;
+  trainer::Fault f;
+  std::string err;
+  const trainer::FaultInfo* info = nullptr;
+  for (const trainer::FaultInfo& i : trainer::kFaults) {
+    if (i.name == GetParam()) info = &i;
+  }
+  ASSERT_TRUE(info);
+  const trainer::FaultKind kind = info->kind;
+  const int rank = trainer::EligibleRanks(kind, trainer::Shape{2, 2, 2}).back();
+  ASSERT_TRUE(trainer::ParseFault(GetParam() + "@rank=" + std::to_string(rank) + ",step=38", &f, &err)) << err;
+  cfg.faults.push_back(f);
+  SimResult sim;
+  ASSERT_TRUE(Simulate(cfg, &sim, &err)) << err;
+  EXPECT_GT(CompactFolder(whole.path(), compact.path(), kCompactBudgetBytes), 0u) << "nothing was cut: no test";
+  Job a = LoadJob({whole.path()}), b = LoadJob({compact.path()});
+  Diagnosis da = Diagnose(a), db = Diagnose(b);
+  EXPECT_EQ(db.summary, da.summary);
+  EXPECT_EQ(VerdictName(db.verdict), VerdictName(da.verdict));
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) EXPECT_EQ(ScanOf(b, b.ranks[r]), ScanOf(a, a.ranks[r])) << "rank " << r;
+}
+
+std::vector<std::string> FaultNames() {
+  std::vector<std::string> out;
+  for (const trainer::FaultInfo& info : trainer::kFaults) out.push_back(info.name);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, CompactDump, ::testing::ValuesIn(FaultNames()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+// The history a tail would lose, far behind it: a send request never
+// completed, wildcard receives (counted), sends on a tag last used long ago,
+// a completed request: the compact copy keeps what the scan needs of it.
+TEST(CompactCopy, KeepsTheOldRecordsTheScanNeeds) {
+  TempDir whole, compact;
+  FileSpec spec;
+  fmt::ProcessInfo& p = spec.process;
+  p.pid = 4242;
+  p.rank = 0;
+  p.world_size = 2;
+  p.rank_source = uint8_t(fmt::RankSource::kMpi);
+  p.state = uint32_t(fmt::ProcState::kRunning);
+  snprintf(p.host, sizeof(p.host), "node0");
+  snprintf(p.job, sizeof(p.job), "old");
+  p.clock.kind = uint32_t(fmt::ClockKind::kMonotonicNs);
+  p.clock.ticks_hz = 1000000000;
+  p.clock.version = 2;
+  enum { kIsend, kWait, kSend, kRecv, kAllreduce, kSendInit };
+  const struct {
+    const char* name;
+    fmt::Op op;
+    uint8_t flags;
+  } calls[] = {{"MPI_Isend", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallNonblocking},
+               {"MPI_Wait", fmt::Op::kWait, fmt::kCallCompletion | fmt::kCallBlocking},
+               {"MPI_Send", fmt::Op::kSend, fmt::kCallP2p | fmt::kCallBlocking},
+               {"MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking},
+               {"MPI_Allreduce", fmt::Op::kAllreduce, fmt::kCallCollective | fmt::kCallBlocking},
+               {"MPI_Send_init", fmt::Op::kSend, fmt::kCallP2p}};
+  for (const auto& c : calls) {
+    fmt::CallInfo ci{};
+    strncpy(ci.name, c.name, sizeof(ci.name) - 1);
+    ci.api = uint8_t(fmt::Api::kMpi);
+    ci.op = uint8_t(c.op);
+    ci.flags = c.flags;
+    spec.calls.push_back(ci);
+  }
+  FileSpec::Comm world;
+  world.entry.id = fmt::kWorldCommId;
+  world.entry.kind = uint8_t(fmt::CommKind::kMpi);
+  world.entry.flags = fmt::kCommWorld;
+  world.entry.size = 2;
+  world.entry.color = world.entry.key = world.entry.device = -1;
+  spec.comms.push_back(world);
+  FileSpec::Thread th;
+  th.tid = 4242;
+  uint64_t t = 1000;
+  auto rec = [&](int call, fmt::EventKind kind, uint64_t seq, int32_t peer, int32_t tag, uint64_t handle = 0,
+                 uint8_t flags = 0) {
+    fmt::Record r{};
+    r.ticks = t += 1000;
+    r.seq = seq;
+    r.tid = th.tid;
+    r.call = uint16_t(call);
+    r.comm = 0;
+    r.peer = peer;
+    r.tag = tag;
+    r.handle = handle;
+    r.kind = uint8_t(kind);
+    r.flags = flags;
+    th.records.push_back(r);
+    return r;
+  };
+  rec(kIsend, fmt::EventKind::kBegin, 1, 1, 5, 0x111);  // never completed
+  rec(kIsend, fmt::EventKind::kBegin, 2, 1, 5, 0x222);
+  rec(kIsend, fmt::EventKind::kEnd, 2, 1, 5, 0x222);    // completed
+  for (uint64_t s = 1; s <= 10; ++s) {
+    rec(kSend, fmt::EventKind::kBegin, s, 1, 7);
+    rec(kSend, fmt::EventKind::kEnd, s, 1, 7);
+  }
+  for (uint64_t s = 1; s <= 3; ++s) {
+    rec(kRecv, fmt::EventKind::kBegin, 0, fmt::kAnyPeer, 3, 0, fmt::kRecAnyPeer);
+    rec(kRecv, fmt::EventKind::kEnd, s, 1, 3, 0, fmt::kRecAnyPeer);
+  }
+  rec(kSendInit, fmt::EventKind::kMark, 0, 1, 9);
+  rec(kSendInit, fmt::EventKind::kMark, 0, 1, 9);
+  uint64_t seq = 0;
+  for (int i = 0; i < 3000; ++i) {
+    rec(kAllreduce, fmt::EventKind::kBegin, ++seq, fmt::kNoPeer, 0);
+    th.last = rec(kAllreduce, fmt::EventKind::kEnd, seq, fmt::kNoPeer, 0);
+  }
+  th.has_last = true;
+  th.current = rec(kAllreduce, fmt::EventKind::kBegin, ++seq, fmt::kNoPeer, 0);
+  th.in_call = true;
+  spec.comms[0].entry.coll_seq = seq;
+  spec.threads.push_back(th);
+  std::string err;
+  ASSERT_TRUE(WriteTraceFile(whole.path() + "/node0.4242.htrace", spec, &err)) << err;
+  ASSERT_EQ(CompactFolder(whole.path(), compact.path(), kCompactBudgetBytes), 1u);
+  auto copy = ReadTraceFile(compact.path() + "/node0.4242.htrace", &err);
+  ASSERT_TRUE(copy) << err;
+  EXPECT_LE(copy->events.size(), 1000u);
+  Job a = LoadJob({whole.path()}), b = LoadJob({compact.path()});
+  ASSERT_EQ(a.ranks.size(), 2u);
+  ASSERT_EQ(b.ranks.size(), 2u);
+  const std::string scan = ScanOf(a, a.ranks[0]);
+  EXPECT_NE(scan.find("pending 273@1"), std::string::npos) << scan;  // 0x111
+  EXPECT_NE(scan.find("wildcard 3"), std::string::npos) << scan;
+  EXPECT_NE(scan.find("persistent 2"), std::string::npos) << scan;
+  EXPECT_EQ(ScanOf(b, b.ranks[0]), scan);
+  // Without the archive lane the tail alone would have lost them all.
+  uint64_t bytes = 0;
+  struct stat st;
+  if (stat((compact.path() + "/node0.4242.htrace").c_str(), &st) == 0) bytes = uint64_t(st.st_blocks) * 512;
+  EXPECT_LE(bytes, kCompactBudgetBytes);
 }
 
 }  // namespace

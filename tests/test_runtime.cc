@@ -31,6 +31,11 @@ ProgramResult RunTraced(const TempDir& dir, std::vector<std::string> args,
   env.push_back({"LD_PRELOAD", HT_PRELOAD});
   env.push_back({"HANGTRACE_DIR", dir.path()});
   env.push_back({"HANGTRACE_JOB", "job"});
+  // The automatic report only where a test asks for it (it would start
+  // build/bin/hangtrace and write into the current folder).
+  bool report = false;
+  for (const auto& [k, v] : env) report |= k == "HANGTRACE_REPORT";
+  if (!report) env.push_back({"HANGTRACE_REPORT", "0"});
   return RunProgram(args, env, timeout_s);
 }
 
@@ -361,7 +366,8 @@ TEST(Runtime, OffMeansNoFileAndNoTracing) {
 
 TEST(Runtime, WatchdogFlagsTheCallAndItsStackNamesTheBlockedFunction) {
   TempDir dir;
-  ProgramResult r = RunTraced(dir, {"hold"}, {{"HANGTRACE_TIMEOUT", "0.5"}}, /*timeout_s=*/2.0);
+  // Without the automatic report: the watchdog's own line.
+  ProgramResult r = RunTraced(dir, {"hold"}, {{"HANGTRACE_TIMEOUT", "0.5"}, {"HANGTRACE_REPORT", "0"}}, /*timeout_s=*/2.0);
   EXPECT_EQ(r.term_signal, SIGKILL);  // it hangs until we kill it
   // One stderr line naming the call.
   EXPECT_NE(r.err.find("hangtrace: watchdog:"), std::string::npos) << r.err;
@@ -386,6 +392,36 @@ TEST(Runtime, WatchdogFlagsTheCallAndItsStackNamesTheBlockedFunction) {
   bool program = false;
   for (const ModuleInfo& m : s.modules) program |= m.path == HT_PROG;
   EXPECT_TRUE(program) << "the module map lacks " << HT_PROG;
+}
+
+// The automatic report's part in the process: on the watchdog's firing, one
+// `HANGTRACE_CLI auto-report ...` started (here a script that notes how it
+// was called), with the job's trace folder and the report folder, in an
+// environment that neither traces it nor makes it look like a rank; and no
+// watchdog line of the process's own.
+TEST(Runtime, TheWatchdogStartsTheAutomaticReportOnceAndPrintsNoLineOfItsOwn) {
+  TempDir dir, report;
+  const std::string cli = report.path() + "/fake-hangtrace.sh", calls = report.path() + "/calls";
+  {
+    std::ofstream o(cli);
+    o << "#!/bin/sh\n{ echo \"$*\"; env | grep -c -e LD_PRELOAD -e OMPI_COMM_WORLD_RANK; } >> " << calls << "\n";
+  }
+  chmod(cli.c_str(), 0755);
+  ProgramResult r = RunTraced(dir, {"hold"},
+                              {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", cli},
+                               {"HANGTRACE_REPORT_DIR", report.path() + "/out"}, {"OMPI_COMM_WORLD_RANK", "0"}},
+                              /*timeout_s=*/2.0);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_EQ(r.err.find("hangtrace: watchdog:"), std::string::npos) << r.err;
+  std::ifstream in(calls);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << "the helper was not started exactly once";
+  EXPECT_EQ(lines[0].rfind("auto-report --dir " + dir.path() + " --job job --out " + report.path() + "/out --timeout 0.3", 0),
+            0u) << lines[0];
+  EXPECT_EQ(lines[1], "0") << "the helper inherited LD_PRELOAD or a rank";
+  TraceSnapshot s = ReadOnly(dir);
+  EXPECT_GE(s.process.watchdog_fires, 1u);
 }
 
 // A process that made traced calls and then sits in none past the timeout

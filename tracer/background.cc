@@ -76,20 +76,25 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
 // one is no call anyway.
 uint64_t g_idle_captured_after = 0;  // the newest call's end the last idle capture followed
 
-void IdleCapture(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
-  if (!RuntimeConfig().stacks) return;
+// The end of the process's newest traced call when it has been in none since
+// for `limit` ticks (and is in none now); else 0.
+uint64_t IdleSince(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
   const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
   uint64_t newest = 0;
   for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
     const fmt::ThreadSlot* s = &f->threads[i];
     if (!__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE) || (s->flags & fmt::kThreadTracer)) continue;
     fmt::Record cur, last;
-    if (!ReadCurrent(s, &cur) || cur.kind == uint8_t(fmt::EventKind::kBegin)) return;  // in a call, or entering one
+    if (!ReadCurrent(s, &cur) || cur.kind == uint8_t(fmt::EventKind::kBegin)) return 0;  // in a call, or entering one
     if (fmt::SeqRead(&s->last, &last, &s->version, 4) && last.kind == uint8_t(fmt::EventKind::kEnd)) {
       newest = std::max(newest, last.ticks);
     }
   }
-  if (!newest || now_ticks < newest || now_ticks - newest < limit || g_idle_captured_after == newest) return;
+  return newest && now_ticks >= newest && now_ticks - newest >= limit ? newest : 0;
+}
+
+void IdleCapture(TraceFile* f, uint64_t newest) {
+  if (!RuntimeConfig().stacks || g_idle_captured_after == newest) return;
   // A watchdog's round (a call that stayed too long) is worth more than
   // this one, which would replace it: kept.
   if (__atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE) &&
@@ -133,13 +138,14 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
       lines[nlines++] = head + DescribeCall(f, cur) + tail;
     }
   }
-  if (!fired) {
-    IdleCapture(f, now_ticks, limit);
-    return;
-  }
+  const uint64_t idle_since = fired ? 0 : IdleSince(f, now_ticks, limit);
+  if (idle_since) IdleCapture(f, idle_since);
   int stacks = 0;
-  if (RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
-  if (RuntimeConfig().quiet) return;
+  if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
+  // With the automatic report, the job's log gets one report, not a line
+  // per rank: the WATCHDOG records in the file say the rest.
+  AutoReportTick(f, fired, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
+  if (!fired || RuntimeConfig().quiet || AutoReportOn()) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];
     if (i == nlines - 1) {

@@ -59,8 +59,9 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
   X(dir, "HANGTRACE_DIR", PathSetting, "/dev/shm/hangtrace-$USER",             \
     "Where trace files go: one subfolder per job, files 0600, folders 0700.") \
   X(timeout_s, "HANGTRACE_TIMEOUT", SecondsSetting, "120",                     \
-    "Watchdog: seconds a call may stay in flight before it is marked, the "    \
-    "stacks of all threads are captured and one line is printed. 0: off.")     \
+    "Watchdog: seconds a call may stay in flight before it is marked and the " \
+    "stacks of all threads are captured; then the job's automatic report "    \
+    "(HANGTRACE_REPORT) or one line per rank. 0: off.")                        \
   X(blocking, "HANGTRACE_BLOCKING", BlockingSetting, "off",                    \
     "Blocking-launch mode of the CUDA/NCCL wrappers: off, coll, kernels or "  \
     "all. Synchronizes the stream after each traced collective and/or "       \
@@ -95,7 +96,20 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "launcher's (PMIX_NAMESPACE, OMPI jobid, TORCHELASTIC_RUN_ID), else "     \
     "'local'.")                                                                \
   X(quiet, "HANGTRACE_QUIET", FlagSetting, "0",                                \
-    "1: no watchdog lines on stderr (errors still print).")                   \
+    "1: no watchdog lines and no automatic report on stderr (errors still "   \
+    "print).")                                                                 \
+  X(report, "HANGTRACE_REPORT", FlagSetting, "1",                              \
+    "1: when the watchdog fires, one report for the whole job in its log "    \
+    "within seconds (each node dumps itself twice into HANGTRACE_REPORT_DIR; "\
+    "the first node done analyzes). 0: one watchdog line per rank instead.")  \
+  X(report_dir, "HANGTRACE_REPORT_DIR", PathSetting, "",                       \
+    "Where the automatic report gathers the nodes' dumps: a folder every "    \
+    "node sees. Default: hangtrace-report-JOB in $SLURM_SUBMIT_DIR, else in " \
+    "the folder the job was launched from.")                                  \
+  X(cli, "HANGTRACE_CLI", PathSetting, "",                                     \
+    "The hangtrace binary the runtime runs for the automatic report. "        \
+    "Default: what `hangtrace run` sets, else ../bin/hangtrace beside "       \
+    "libhangtrace.so.")                                                        \
   X(lib, "HANGTRACE_LIB", PathSetting, "",                                     \
     "Path of libhangtrace.so for `hangtrace run` to preload. Default: "       \
     "../lib/libhangtrace.so beside the hangtrace binary.")

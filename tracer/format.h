@@ -256,6 +256,10 @@ enum Features : uint64_t {
   kFeatDeviceEvents = 1ull << 2,  // device completion is tracked: every
                                   // kDevicePending gets a kComplete when the
                                   // device finishes it
+  kFeatCompact = 1ull << 3,  // a compact copy (merger/trace_compact.h): each
+                             // lane holds its newest records only, and one
+                             // lane owned by no thread the older ones the
+                             // analysis needs
 };
 
 // ---------------------------------------------------------------------------

@@ -45,6 +45,13 @@ int CurrentSigaction(int sig, struct sigaction* out);
 // The trace file (trace_file.cc).
 struct Config;
 struct TraceFile;
+
+// The automatic report (auto_report.cc). On: the watchdog prints no line per
+// rank; the node's round of `hangtrace auto-report` reports for the job.
+bool AutoReportOn();
+// Each background tick: `fired` (a call past the timeout was flagged now),
+// `idle` (no traced call in flight, and none for the timeout).
+void AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s);
 // Copies `src` into a field of `cap` bytes: at most cap - 1 of it, and a NUL.
 void CopyString(char* dst, size_t cap, const char* src);
 // Whether the file is named at start (a launcher's rank, HANGTRACE_KEEP)

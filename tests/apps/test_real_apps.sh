@@ -8,6 +8,9 @@
 # SCENARIO:
 #   netpipe-stopped   NPopenmpi (blocking ping-pong) traced, rank 1 stopped:
 #                     a hang, rank 1 the culprit, rank 0 in MPI_Recv from it
+#   netpipe-auto      the same with the automatic report on (a 2 s
+#                     watchdog): within 12 s of the stop the job's log holds
+#                     one report, rank 1 the culprit, and no line per rank
 #   netpipe-mpich-stopped
 #                     the same with NPmpich2 (NetPIPE built with MPICH) under
 #                     mpirun.mpich
@@ -143,6 +146,26 @@ netpipe-stopped | netpipe-mpich-stopped)
   sleep 1.5
   expect_stopped_culprit 1 1
   expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
+  ;;
+netpipe-auto)
+  need NPopenmpi netpipe-openmpi
+  start env HANGTRACE_REPORT=1 HANGTRACE_REPORT_DIR="$work/report" \
+    mpirun -np 2 --oversubscribe "$hangtrace" run --dir "$work/traces" --timeout 2 NPopenmpi -o np.out
+  wait_for 300 files_at_least 2 || fail "NetPIPE's ranks did not start"
+  sleep 1
+  stop_rank NPopenmpi 1
+  since=$(date +%s.%N)
+  reported() { grep -q "hangtrace: the report: " job.out; }
+  wait_for 150 reported || fail "no automatic report in the job's log"
+  awk -v a="$since" -v b="$(date +%s.%N)" 'BEGIN { printf "automatic report %.1f s after the stop\n", b - a; exit !(b - a <= 12) }' ||
+    fail "the automatic report came later than the timeout (2 s) + 10 s"
+  [ "$(grep -c 'hangtrace: automatic report of job' job.out)" = 1 ] || fail "not exactly one automatic report"
+  grep -q 'hangtrace: watchdog:' job.out && fail "watchdog lines per rank beside the report"
+  cp job.out report.txt
+  expect '^hangtrace: HANG'
+  expect "culprit rank 1 \(.*pid $victim\): is stopped"
+  expect 'rank 0 +1 +in MPI_Recv #[0-9]+ on world from rank 1'
+  kill -CONT "$victim"
   ;;
 elk-stopped)
   # Elk (elk-lapw), a Fortran DFT code: Open MPI's Fortran bindings, whose

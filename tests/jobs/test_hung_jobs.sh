@@ -44,6 +44,15 @@
 #                         the trace names rank 1 (Open MPI's Fortran entry
 #                         points are wrapped), and so does a dump
 #   mpich, mpich-fortran  C and Fortran built with MPICH, mpirun.mpich: the same
+#   auto-trainer          the bundled trainer (8 ranks, the seed's hang at
+#                         rank 3) with the automatic report on: within the
+#                         timeout + 10 s the job's log holds one report, rank 3
+#                         the culprit, and no watchdog line per rank
+#   auto-mpi4py           the same for tests/python/seed_hang.py (mpi4py)
+#   auto-slow             rank 1 sleeps 3 s past a 2 s timeout, then all
+#                         finish: the log says the job moved, and holds no
+#                         hang report
+# The other scenarios run with HANGTRACE_REPORT=0: one watchdog line per rank.
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
 scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
@@ -81,6 +90,7 @@ skip() {
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export TMPDIR=$work/tmp HANGTRACE_JOBS_TEST=$work  # the ranks of this run carry it in their environment
+export HANGTRACE_REPORT=0  # the auto-* scenarios turn it on
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) TORCH_HANG_LOCK=$work/torch.lock
 mkdir -p "$TMPDIR"
 cd "$work"
@@ -115,6 +125,7 @@ job_ended() {  # waits up to $1 s for the job's processes to be gone
   return 1
 }
 says() { grep -q "$1" job.out; }
+files_at_least() { [ "$(find "$work/traces" -name '*.htrace' 2>/dev/null | wc -l)" -ge "$1" ]; }
 watchdog_lines() { [ "$(grep -c 'hangtrace: watchdog:' job.out)" -ge "$1" ]; }
 # The pid of rank $2 among the processes named $1 of this run.
 rank_pid() {
@@ -174,6 +185,22 @@ sys.exit(1 if bad else 0)
 EOF
 }
 need() { command -v "$1" > /dev/null || skip "$1 is not installed (./scripts/setup.sh installs $2)"; }
+# The automatic report: started with `start "${auto[@]}" $(traced) ...`; waits for the
+# report in the job's log at most $1 s after `since` (date +%s.%N), and
+# checks it as the job's only report, with no watchdog line per rank. Its
+# JSON (in the report folder) becomes report.json for `check`.
+auto=(env HANGTRACE_REPORT=1 HANGTRACE_REPORT_DIR="$work/report")
+auto_report_within() {
+  local limit=$1 t
+  wait_for $((limit * 10 + 20)) says "hangtrace: the report: " || fail "no automatic report in the job's log"
+  t=$(date +%s.%N)
+  awk -v a="$since" -v b="$t" -v l="$limit" 'BEGIN { printf "automatic report %.1f s after the hang\n", b - a; exit !(b - a <= l) }' ||
+    fail "the automatic report came later than $limit s"
+  [ "$(grep -c 'hangtrace: automatic report of job' job.out)" = 1 ] || fail "not exactly one automatic report"
+  ! grep -q 'hangtrace: watchdog:' job.out || fail "watchdog lines per rank beside the report"
+  cp "$(ls "$work"/report/round-*/report.json | head -1)" report.json
+  status=3
+}
 
 # A traced C job (mpi_prog MODE) on 4 ranks, watched until every rank's
 # watchdog flagged its call.
@@ -306,6 +333,32 @@ case "$scenario" in
       analyze "$work/dump"
       check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast
     fi
+    ;;
+  auto-trainer)
+    start "${auto[@]}" $(traced) mpirun -np 8 --oversubscribe "$build/bin/hangtrace-trainer" --tp 2 --pp 2 --dp 2 --steps 20 \
+      --fault seed-hang@rank=3,step=3
+    wait_for 300 says "iteration *2/" || fail "the trainer never got to step 3"
+    since=$(date +%s.%N)  # the hang: at step 3
+    auto_report_within 12  # the timeout (2 s) + 10 s
+    grep -q 'culprit rank 3 ' job.out || fail "the report in the log does not name rank 3"
+    check verdict=hang culprits=3 why:3="never entered MPI_Bcast" op:1=bcast
+    ;;
+  auto-mpi4py)
+    need python3 python3-mpi4py
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/seed_hang.py" --hang-rank 3 \
+      --hang-step 2 --steps 50
+    wait_for 600 files_at_least 4 || fail "the ranks never started"
+    since=$(date +%s.%N)  # the hang is at step 2, under a second later
+    auto_report_within 13
+    grep -q 'culprit rank 3 ' job.out || fail "the report in the log does not name rank 3"
+    check verdict=hang culprits=3 why:3="never entered MPI_Bcast" why:3="seed_hang.py:"
+    ;;
+  auto-slow)
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" slow 3
+    job_ended 60 || fail "the job did not end"
+    sleep 6  # a report, if one were coming
+    ! grep -q 'hangtrace: automatic report' job.out || fail "a slow job got a hang report"
+    says "but the job moved between two looks" || fail "the log does not say the job moved"
     ;;
   torch-abort)
     need python3 python3-torch

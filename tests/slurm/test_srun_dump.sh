@@ -7,6 +7,11 @@
 # one node's slurmd is frozen: the dump must name that node as silent and
 # still analyze the others, with the same culprit (its ranks are not seen,
 # not blamed).
+# Before that, the automatic report (HANGTRACE_REPORT, on by default): node4's
+# two ranks are stopped once the job hangs, so that node never answers;
+# within the watchdog's timeout + 10 s the job's log must hold one report
+# for the whole job, gathered by the other nodes, rank 3 the culprit and
+# ranks 6-7 named as missing, not blamed.
 #   tests/slurm/test_srun_dump.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -37,6 +42,16 @@ export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_tcp_if_include=lo TMPDIR="$wo
 # folder scripts/test.sh made in this machine's /dev/shm is not there).
 unset OMPI_MCA_btl_vader_backing_directory
 mkdir -p "$work/tmp"
+# The automatic report gathers in a folder every node sees.
+export HANGTRACE_REPORT_DIR="$work/report"
+# The ranks of job $job on node $1 (the trainer's processes there).
+node_ranks() {
+  local p
+  for p in $(pgrep -x hangtrace-train); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$1" &&
+      tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$job" && echo "$p"
+  done
+}
 start_job() {  # $1: attempt
   srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name="seedhang$1" \
     "$build/bin/hangtrace" run --timeout 5 -- \
@@ -52,12 +67,29 @@ start_job() {  # $1: attempt
   done
   [ -n "$job" ] || fail "the job did not start"
   echo "job $job running"
-  # Until the hang has happened: the watchdog (5 s) flags rank 1 in the
-  # pipeline broadcast. Or until the job ends without hanging.
-  for i in $(seq 180); do
-    grep -q "hangtrace: watchdog: rank 1 .*comm 'pp1'" "$work/job$1.out" && return 0
+  # Until the hang has happened (step 3, after step 2's line), node4's
+  # ranks stopped a second later, before their watchdog (5 s) fires; then
+  # the automatic report from the other three nodes. Or until the job ends
+  # without hanging.
+  for i in $(seq 300); do
+    if grep -q "iteration *2/" "$work/job$1.out"; then
+      hung_at=$(date +%s.%N)
+      sleep 1
+      stopped=$(node_ranks node4)
+      [ "$(echo $stopped | wc -w)" = 2 ] || fail "node4 does not hold two ranks of the job: $stopped"
+      kill -STOP $stopped
+      for i in $(seq 200); do
+        grep -q "hangtrace: the report: " "$work/job$1.out" && break
+        kill -0 "$srun_pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      reported_at=$(date +%s.%N)
+      kill -CONT $stopped
+      grep -q "hangtrace: the report: " "$work/job$1.out" && return 0
+      break
+    fi
     kill -0 "$srun_pid" 2>/dev/null || break
-    sleep 0.5
+    sleep 0.1
   done
   # It did not hang: say why (its trace files are on the nodes, gone with
   # the job's end; the watchdog and MPI said what they saw).
@@ -67,12 +99,24 @@ start_job() {  # $1: attempt
 # Open MPI's TCP wire-up between emulated nodes has failed once in many runs
 # on this 2-core VM (a rank died at start-up); the diagnosis above says what
 # happened, and one more attempt is made. Twice is a failure.
+attempt=1
 if ! start_job 1; then
   echo "the job ended before hanging; trying once more"
   kill -9 "$srun_pid" 2>/dev/null || true
   scancel --quiet "$job" 2>/dev/null || true
+  attempt=2
   start_job 2 || fail "the job did not hang, twice"
 fi
+
+# The automatic report, in the job's log.
+sed -n '/hangtrace: automatic report/,/hangtrace: the report: /p' "$work/job$attempt.out" | head -20
+awk -v a="$hung_at" -v b="$reported_at" 'BEGIN { printf "automatic report %.1f s after the hang\n", b - a; exit !(b - a <= 15) }' ||
+  fail "the automatic report came later than the timeout (5 s) + 10 s"
+[ "$(grep -c 'hangtrace: automatic report of job' "$work/job$attempt.out")" = 1 ] || fail "not exactly one automatic report"
+grep -q 'hangtrace: watchdog:' "$work/job$attempt.out" && fail "watchdog lines per rank beside the report"
+grep -q '^hangtrace: HANG: rank 3 never entered' "$work/job$attempt.out" || fail "the automatic report does not blame rank 3"
+grep -q 'culprit rank [67]' "$work/job$attempt.out" && fail "the automatic report blames a rank of the silent node"
+grep -q 'ranks 6-7 .*missing' "$work/job$attempt.out" || fail "the automatic report does not name node4's ranks as missing"
 
 start=$(date +%s.%N)
 status=0

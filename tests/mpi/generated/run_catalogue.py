@@ -111,7 +111,8 @@ def judge(t, report):
 
 
 def run_one(t, command, hangtrace, settle):
-    """Run one program traced; return (its analysis as JSON, the text report)."""
+    """Run one program traced; return (its analysis as JSON, the text report,
+    how a compact dump's diagnosis differs from the whole files', "" if not)."""
     folder = tempfile.mkdtemp(prefix="ht-cat-")
     env = dict(os.environ, **MPI_AS_ROOT)
     job = subprocess.Popen(["mpirun", "-np", str(t["np"]), "--oversubscribe", hangtrace, "run", "--dir", folder,
@@ -135,7 +136,16 @@ def run_one(t, command, hangtrace, settle):
             report = {"verdict": "(no JSON: exit %d: %s)" % (out.returncode, out.stderr.strip()[:300])}
         text = subprocess.run(look, capture_output=True, text=True).stdout if not ended else \
             subprocess.run([hangtrace, "analyze", folder + "/cat"], capture_output=True, text=True).stdout
-        return report, text
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+        # The files as the job left them, dumped whole and compact: the same diagnosis?
+        same = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "compare_compact.py"), hangtrace, folder,
+                               "cat"], capture_output=True, text=True)
+        compact = "" if same.returncode == 0 else (same.stdout.strip() or same.stderr.strip() or "exit %d" % same.returncode)
+        return report, text, compact
     finally:
         try:
             os.killpg(job.pid, signal.SIGKILL)
@@ -204,8 +214,10 @@ def main():
         # A Python rank imports mpi4py first: more time before it can be stuck.
         command = [PYTHON, os.path.join(src_dir, t["name"] + ".py")] if t["python"] else \
             [os.path.join(bin_dir, t["name"])]
-        report, text = run_one(t, command, hangtrace, args.settle + (2.5 if t["python"] else 0))
+        report, text, compact = run_one(t, command, hangtrace, args.settle + (2.5 if t["python"] else 0))
         wrong = judge(t, report)
+        if compact:
+            wrong.append("a compact dump's diagnosis differs from the whole files': " + compact)
         right, total = score.get(t["family"], (0, 0))
         score[t["family"]] = (right + (not wrong), total + 1)
         line = "[%3d/%d] %-48s %s" % (i + 1, len(programs), t["name"], "right" if not wrong else
