@@ -13,7 +13,9 @@ ranks=${1:-16384}
 records=${2:-8192}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 work=$(mktemp -d /tmp/hangtrace-bench-compact-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+export HANGTRACE_REPORT_DIR=$work/report  # the job's automatic report
+job=""
+trap '[ -n "$job" ] && kill -KILL -- -$job 2>/dev/null; rm -rf "$work"' EXIT
 ht=build/bin/hangtrace
 allocated() { find "$1" -name '*.htrace' -printf '%b\n' | awk '{s += $1 * 512} END {print s}'; }
 
@@ -30,9 +32,10 @@ for mode in compact full; do
   t1=$(date +%s.%N)
   b=$(allocated "$work/d-$mode")
   awk -v b="$b" -v a="$t0" -v z="$t1" -v m=$mode 'BEGIN {printf "  %-7s %8.1f KB per rank, dump %.2f s\n", m, b / 8 / 1024, z - a}'
-  $ht analyze "$work/d-$mode" | head -1 > "$work/verdict-$mode"
+  { $ht analyze "$work/d-$mode" || true; } | head -1 > "$work/verdict-$mode"
 done
 kill -KILL -- -$job 2>/dev/null || true
+job=""
 cmp -s "$work/verdict-compact" "$work/verdict-full" && echo "  same verdict: $(cat "$work/verdict-full")" ||
   { echo "  verdicts differ:"; cat "$work/verdict-compact" "$work/verdict-full"; }
 rm -rf "$work/t" "$work/d-compact" "$work/d-full"

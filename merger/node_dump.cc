@@ -1,13 +1,12 @@
 #include "merger/node_dump.h"
 
+#include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
 
 #include "merger/stack_calls.h"
-
-#include <algorithm>
-#include <filesystem>
-
-#include <fstream>
 
 namespace hangtrace {
 
@@ -87,6 +86,17 @@ std::vector<Frame> Frames(const json& j) {
 
 json NodeToJson(const NodeDump& n) {
   json j = {{"schema", kNodeSchema}, {"host", n.host}, {"job", n.job}, {"warnings", n.warnings}, {"seconds", n.seconds}};
+  // The node's distinct stacks, each once: a node's ranks mostly wait in a
+  // few places, so the file (and what the analysis parses) grows with the
+  // distinct stacks, not with the threads.
+  j["stacks"] = json::array();
+  std::unordered_map<std::string, size_t> stack_index;
+  auto stack_of = [&](const std::vector<Frame>& frames) {
+    json fr = Frames(frames);
+    auto [it, added] = stack_index.emplace(fr.dump(), j["stacks"].size());
+    if (added) j["stacks"].push_back(std::move(fr));
+    return it->second;
+  };
   j["processes"] = json::array();
   for (const NodeProcess& p : n.processes) {
     json o = {{"pid", p.pid},
@@ -105,7 +115,8 @@ json NodeToJson(const NodeDump& n) {
     o["threads"] = json::array();
     for (const NodeThread& t : p.threads) {
       json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
-                 {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}, {"frames", Frames(t.frames)}};
+                 {"syscall", t.syscall}, {"method", t.method}, {"error", t.error}};
+      if (!t.frames.empty()) th["stack"] = stack_of(t.frames);
       // The system call by name, for a person reading the file.
       if (!t.syscall.empty() && isdigit(static_cast<unsigned char>(t.syscall[0]))) {
         th["syscall_name"] = SyscallName(t.syscall);
@@ -117,7 +128,7 @@ json NodeToJson(const NodeDump& n) {
   }
   j["stack_groups"] = json::array();
   for (const NodeDump::StackGroup& g : n.stack_groups) {
-    j["stack_groups"].push_back({{"frames", Frames(g.frames)}, {"ranks", g.ranks}, {"count", g.count}});
+    j["stack_groups"].push_back({{"stack", stack_of(g.frames)}, {"ranks", g.ranks}, {"count", g.count}});
   }
   return j;
 }
@@ -129,10 +140,20 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
   }
   try {
     const std::string schema = j.value("schema", "");
-    if (schema != kNodeSchema) {
-      *error = "schema '" + schema + "', this hangtrace reads " + kNodeSchema;
+    if (schema != kNodeSchema && schema != kNodeSchemaV1) {
+      *error = "schema '" + schema + "', this hangtrace reads " + kNodeSchema + " and " + kNodeSchemaV1;
       return false;
     }
+    // A thread's or group's frames: inline (version 1), or a stack by index.
+    std::vector<std::vector<Frame>> stacks;
+    for (const json& s : j.value("stacks", json::array())) stacks.push_back(Frames(s));
+    auto frames_of = [&](const json& o) {
+      if (o.contains("stack") && o["stack"].is_number_unsigned()) {
+        const size_t i = o["stack"].get<size_t>();
+        return i < stacks.size() ? stacks[i] : std::vector<Frame>();
+      }
+      return Frames(o.value("frames", json::array()));
+    };
     n->host = j.value("host", "");
     n->job = j.value("job", "");
     n->warnings = j.value("warnings", std::vector<std::string>());
@@ -168,13 +189,13 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
           th.lock_holder_pid = t["lock"].value("holder_pid", 0);
           th.lock_file = t["lock"].value("file", "");
         }
-        th.frames = Frames(t.value("frames", json::array()));
+        th.frames = frames_of(t);
         p.threads.push_back(std::move(th));
       }
       n->processes.push_back(std::move(p));
     }
     for (const json& g : j.value("stack_groups", json::array())) {
-      n->stack_groups.push_back({Frames(g.value("frames", json::array())), g.value("ranks", ""), g.value("count", size_t(0))});
+      n->stack_groups.push_back({frames_of(g), g.value("ranks", ""), g.value("count", size_t(0))});
     }
   } catch (const json::exception& e) {
     *error = std::string("malformed: ") + e.what();

@@ -1,6 +1,6 @@
 // node.json: what `hangtrace dump` found on one node, as written by the dump
 // (cmds/dump.cc) and read by the analysis (merger/load.cc). This file is the
-// one place its keys are spelled. Schema "hangtrace.node/1".
+// one place its keys are spelled. Schema "hangtrace.node/2" (/1 is read too).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,7 +14,10 @@
 
 namespace hangtrace {
 
-inline constexpr const char* kNodeSchema = "hangtrace.node/1";
+inline constexpr const char* kNodeSchema = "hangtrace.node/2";
+// Version 1 held every thread's frames inline; 2 holds each distinct stack
+// once (`stacks`), threads and stack groups naming theirs by index.
+inline constexpr const char* kNodeSchemaV1 = "hangtrace.node/1";
 inline constexpr const char* kNodeFile = "node.json";
 
 struct NodeThread {

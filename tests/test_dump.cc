@@ -12,10 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <sstream>
 #include <set>
 #include <string>
 
+#include "merger/node_dump.h"
 #include "tests/test_util.h"
 
 namespace hangtrace {
@@ -98,10 +101,12 @@ nlohmann::json Dump(const TempDir& dir, const std::string& out, std::vector<std:
   return nlohmann::json::parse(f, nullptr, false);
 }
 
-// A frame of the thread is the function `name` (frames are objects with
-// func, file, line, module, offset, lang).
-bool HasFrame(const nlohmann::json& thread, const std::string& name) {
-  for (const auto& f : thread["frames"]) {
+// A frame of the thread is the function `name`: its stack is one of the
+// node's distinct `stacks` (frames are objects with func, file, line,
+// module, offset, lang).
+bool HasFrame(const nlohmann::json& node, const nlohmann::json& thread, const std::string& name) {
+  if (!thread.contains("stack")) return false;
+  for (const auto& f : node["stacks"].at(thread["stack"].get<size_t>())) {
     if (f.value("func", "") == name) return true;
   }
   return false;
@@ -123,8 +128,8 @@ TEST(Dump, ReadsEveryThreadOfARunningProcessAndLeavesItRunning) {
   int parked = 0, main_stuck = 0;
   for (const auto& t : proc["threads"]) {
     EXPECT_EQ(t["method"], "ptrace") << t.dump();
-    parked += HasFrame(t, "parked_thread");
-    main_stuck += HasFrame(t, "stuck_in_here") && HasFrame(t, "main");
+    parked += HasFrame(node, t, "parked_thread");
+    main_stuck += HasFrame(node, t, "stuck_in_here") && HasFrame(node, t, "main");
   }
   EXPECT_EQ(parked, 4);
   EXPECT_EQ(main_stuck, 1);
@@ -134,6 +139,38 @@ TEST(Dump, ReadsEveryThreadOfARunningProcessAndLeavesItRunning) {
   EXPECT_TRUE(grouped);
   EXPECT_EQ(Status(p.pid(), "TracerPid"), "0");
   EXPECT_EQ(p.Finish(), 0);
+}
+
+// The node's pre-merge: the four parked threads share one stack, held once.
+TEST(Dump, ADistinctStackIsHeldOnceAndVersionOneFilesAreStillRead) {
+  TempDir dir, out;
+  Parked p(dir, 4);
+  nlohmann::json node = Dump(dir, out.path());
+  ASSERT_EQ(node["schema"], "hangtrace.node/2");
+  const auto& threads = node["processes"][0]["threads"];
+  std::map<size_t, int> users;
+  for (const auto& t : threads) {
+    if (t.contains("stack")) ++users[t["stack"].get<size_t>()];
+  }
+  EXPECT_LE(node["stacks"].size(), threads.size() - 3) << node["stacks"].dump();
+  int shared = 0;
+  for (const auto& [stack, n] : users) shared = std::max(shared, n);
+  EXPECT_GE(shared, 4) << "the parked threads' stack is not shared";
+  // What the reader makes of it: every thread with its frames again.
+  NodeDump read;
+  std::string err;
+  ASSERT_TRUE(NodeFromJson(node, &read, &err)) << err;
+  size_t with_frames = 0;
+  for (const NodeThread& t : read.processes[0].threads) with_frames += !t.frames.empty();
+  EXPECT_EQ(with_frames, users.empty() ? 0u : size_t(std::accumulate(users.begin(), users.end(), 0,
+                                                                    [](int a, const auto& u) { return a + u.second; })));
+  // A version 1 file: frames inline.
+  nlohmann::json v1 = {{"schema", "hangtrace.node/1"},
+                       {"processes", {{{"pid", 7}, {"rank", 0}, {"threads", {{{"tid", 7}, {"frames", {{{"func", "main"}}}}}}}}}}};
+  NodeDump old;
+  ASSERT_TRUE(NodeFromJson(v1, &old, &err)) << err;
+  ASSERT_EQ(old.processes.at(0).threads.at(0).frames.size(), 1u);
+  EXPECT_EQ(old.processes[0].threads[0].frames[0].func, "main");
 }
 
 TEST(Dump, AStoppedProcessStaysStopped) {
@@ -147,7 +184,7 @@ TEST(Dump, AStoppedProcessStaysStopped) {
   EXPECT_EQ(proc["state_before"], "T");
   EXPECT_EQ(proc["state_after"], "T");
   int unwound = 0;
-  for (const auto& t : proc["threads"]) unwound += t["method"] == "ptrace" && HasFrame(t, "parked_thread");
+  for (const auto& t : proc["threads"]) unwound += t["method"] == "ptrace" && HasFrame(node, t, "parked_thread");
   EXPECT_EQ(unwound, 2);
   usleep(50 * 1000);
   EXPECT_EQ(Status(p.pid(), "State").substr(0, 1), "T") << "the dump must not resume a stopped process";

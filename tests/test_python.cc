@@ -229,7 +229,8 @@ class PythonVersions : public ::testing::TestWithParam<FramesCase> {
         std::vector<std::string>{HT_CLI, "run", "--dir", dir.path(), "--job", "job", "--timeout", stacks ? "1" : "0",
                                  "--", python_, "-u", script_},
         std::vector<std::pair<std::string, std::string>>{{"RANK", "0"}, {"WORLD_SIZE", "1"},
-                                                         {"HANGTRACE_STACKS", stacks ? "1" : "0"}});
+                                                         {"HANGTRACE_STACKS", stacks ? "1" : "0"},
+                                                         {"HANGTRACE_REPORT", "0"}});
     EXPECT_TRUE(p->WaitFor("ready", 30)) << p->out();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into event.wait()
     // Its runtime has noticed the interpreter (what a dump asks about).
