@@ -83,7 +83,7 @@ void Usage(FILE* out) {
           "hangtrace: find which ranks of a hung MPI/NCCL job sit in which call, and why.\n\n"
           "usage: hangtrace COMMAND [OPTIONS]   (hangtrace COMMAND --help for each)\n\n"
           "commands:\n");
-  for (const CommandEntry& c : kCommands) fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const CommandEntry& c : kCommands) fprintf(out, "  %-11s %s\n", c.name, c.summary);
   fprintf(out,
           "\nexample:\n"
           "  mpirun -np 8 hangtrace run --timeout 60 ./app       # trace every rank\n"

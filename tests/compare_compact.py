@@ -3,9 +3,11 @@
 
     compare_compact.py HANGTRACE DIR JOB
 
-Dumps the job's trace files under DIR twice, whole (--full) and compact (the
-default), with no stacks (the files are what differs), analyzes both and
-compares the JSON reports, the folder names aside. Exit 0: the same; 1: they
+Waits until no process of the job is alive (the files must not change
+between the two dumps), dumps the job's trace files under DIR twice, whole
+(--full) and compact (the default), with no stacks (the files are what
+differs), analyzes both and compares the JSON reports, the folder names and
+the times aside. Exit 0: the same; 1: they
 differ (the difference is printed); 2: could not compare. Used by
 scripts/accuracy.sh and tests/mpi/generated/run_catalogue.py on every case.
 """
@@ -47,11 +49,29 @@ def report(hangtrace, trace_dir, job, out, full):
     return text.replace(out, "DUMP"), ""
 
 
+def wait_until_ended(folder, seconds=15):
+    """Until no process that wrote a file here is alive (host.pid.htrace):
+    the two dumps must see the same files, not a job still ending between
+    them (a rank writing its exit record)."""
+    import glob
+    import time
+    pids = []
+    for f in glob.glob(os.path.join(folder, "*.htrace")):
+        parts = os.path.basename(f).split(".")
+        if len(parts) >= 3 and parts[-2].isdigit():
+            pids.append(int(parts[-2]))
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
+        time.sleep(0.1)
+    time.sleep(0.2)  # the last writes of a process that just ended
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
     hangtrace, trace_dir, job = sys.argv[1:]
+    wait_until_ended(os.path.join(trace_dir, job))
     work = tempfile.mkdtemp(prefix="ht-compact-")
     try:
         whole, why = report(hangtrace, trace_dir, job, os.path.join(work, "full"), True)

@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,6 +108,12 @@ int SpawnChild(void* arg) {
   sigprocmask(SIG_SETMASK, &none, nullptr);  // the tracer thread blocks every signal; the helper must not
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null >= 0) dup2(null, 0);
+  // Only stdout and stderr go with it: a socket of the MPI library or of
+  // the launcher held open by the helper would hide the rank's death from
+  // them (a PMIx server notices it by the socket's close) while it runs.
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+    for (int fd = 3; fd < 4096; ++fd) close(fd);
+  }
   execve(s->path, s->argv, s->envp);
   _exit(127);
 }
