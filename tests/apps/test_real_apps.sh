@@ -98,10 +98,13 @@ wait_for() {  # $1 tries of 0.1 s until "${@:2}" succeeds
   for _ in $(seq "$tries"); do "$@" && return 0; kill -0 "$job_pid" 2>/dev/null || return 1; sleep 0.1; done
   return 1
 }
-trace_of_rank() {  # the trace file of rank $1 of $2
+trace_of_rank() {  # the trace file of rank $1 of $2 (a file may exist before it is laid out: tried for 5 s)
   local f
-  for f in "$work"/traces/*/*.htrace; do
-    [[ "$("$hangtrace" inspect "$f" --events 0)" == *"rank $1 of $2"* ]] && { echo "$f"; return 0; }
+  for _ in $(seq 50); do
+    for f in "$work"/traces/*/*.htrace; do
+      [[ "$("$hangtrace" inspect "$f" --events 0 2> /dev/null)" == *"rank $1 of $2"* ]] && { echo "$f"; return 0; }
+    done
+    sleep 0.1
   done
   fail "no trace file of rank $1"
 }
