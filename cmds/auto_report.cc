@@ -17,9 +17,7 @@
 //      nothing by then has its ranks named as missing, never blamed.
 // The other nodes' helpers exit after their dumps, saying nothing.
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,10 +36,10 @@
 
 #include "cmds/commands.h"
 #include "cmds/run_analysis.h"
+#include "cmds/subprocess.h"
 #include "merger/node_dump.h"
 #include "merger/rank_set.h"
-
-extern char** environ;
+#include "tracer/procfs.h"
 
 namespace hangtrace {
 namespace {
@@ -56,11 +54,12 @@ bool MakeFolders(const std::string& path) {
   }
 }
 
-std::string ReadSmall(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
+// The first line of a small file ("" when unreadable).
+std::string FirstLine(const std::string& path) {
+  char buf[128];
+  if (ReadSmallFile(path.c_str(), buf, sizeof(buf)) <= 0) return "";
+  std::string s = buf;
+  return s.substr(0, s.find('\n'));
 }
 
 // A round's name as JoinRound makes it, and nothing else: the file is read
@@ -80,7 +79,7 @@ std::string JoinRound(const std::string& out) {
   const std::string marker = out + "/round.started";
   struct stat st;
   if (stat(marker.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60) {
-    if (std::string round = ReadSmall(marker); ValidRound(round)) return round;
+    if (std::string round = FirstLine(marker); ValidRound(round)) return round;
   }
   char name[64];
   const time_t now = time(nullptr);
@@ -96,28 +95,16 @@ std::string JoinRound(const std::string& out) {
   }
   rename(aside.c_str(), marker.c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::string round = ReadSmall(marker);
+  std::string round = FirstLine(marker);
   return ValidRound(round) ? round : name;
 }
 
-// Runs this binary's `dump` into `folder`; its exit status, or -1.
+// Runs this binary's `dump` into `folder`, for a minute at most (a process
+// that cannot be read must not hold the report); its exit status.
 int Dump(const std::string& dir, const std::string& job, const std::string& folder) {
-  std::vector<std::string> args = {"/proc/self/exe", "dump", "--dir", dir, "--job", job, "--no-stacks", "--quiet",
-                                   "--out", folder};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);  // the job's log gets the report only
-  pid_t pid;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::string out, err;
+  return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--no-stacks", "--quiet", "--out", folder}, 60, &out,
+                 &err);
 }
 
 // The ranks the node dumps of `look` hold, and the world size they name.

@@ -115,13 +115,36 @@ int64_t ProcessUid(pid_t pid) {
   return pid > 0 && stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? int64_t(st.st_uid) : -1;
 }
 
+// Copies `in` (of `size` bytes) into `out` keeping it sparse: only the data
+// extents (SEEK_DATA / SEEK_HOLE), so a 256 MiB ring of which a few lanes
+// are used costs what they hold.
+bool SparseCopy(int in, int out, off_t size) {
+  std::vector<char> buf(1 << 20);
+  if (ftruncate(out, size) != 0) return false;
+  for (off_t pos = 0; pos < size;) {
+    off_t data = lseek(in, pos, SEEK_DATA);
+    if (data < 0) break;  // no more data: the rest is a hole
+    off_t hole = lseek(in, data, SEEK_HOLE);
+    if (hole < 0) hole = size;
+    for (off_t at = data; at < hole;) {
+      ssize_t n = pread(in, buf.data(), size_t(std::min<off_t>(off_t(buf.size()), hole - at)), at);
+      if (n <= 0) break;
+      if (pwrite(out, buf.data(), size_t(n), at) != n) return false;
+      at += n;
+    }
+    pos = hole;
+  }
+  return true;
+}
+
 // Copies a trace file into the dump folder: compact by default (the
 // tables, each lane's newest records and the older ones the analysis needs:
-// merger/trace_compact.h), or whole with `full`, keeping it sparse (only
-// the data extents, SEEK_DATA / SEEK_HOLE). The copy is the snapshot the
+// merger/trace_compact.h), or whole with `full` (SparseCopy). A file the
+// compaction cannot read (damaged) is copied whole: the analysis says what
+// is wrong with it, and reads what remains. The copy is the snapshot the
 // analysis reads; a record being written during the copy is left out,
-// never misread (its commit word does not check). `owner`: the uid the
-// file must belong to. `bytes`: what the copy takes.
+// never misread (its commit word does not check). `owner`: the uid the file
+// must belong to. `bytes`: what the copy takes.
 bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::string& name, bool full, uint64_t* bytes,
                std::string* error) {
   int in = open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -142,38 +165,13 @@ bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::st
     close(in);
     return false;
   }
-  bool ok = true;
-  if (!full) {
-    CompactCopyStats stats;
-    std::string why;
-    ok = WriteCompactCopy(in, from, out, kCompactBudgetBytes, &stats, &why);
-    if (ok) *bytes = stats.bytes;
-    // A file the compaction cannot read (damaged) is copied whole: the
-    // analysis says what is wrong with it, and reads what remains.
-    full = !ok && ftruncate(out, 0) == 0;
-    if (!ok && !full) *error = why;
-  }
-  if (full) {
-    std::vector<char> buf(1 << 20);
-    ok = ftruncate(out, st.st_size) == 0;
-    off_t pos = 0;
-    while (ok && pos < st.st_size) {
-      off_t data = lseek(in, pos, SEEK_DATA);
-      if (data < 0) break;  // no more data: the rest is a hole
-      off_t hole = lseek(in, data, SEEK_HOLE);
-      if (hole < 0) hole = st.st_size;
-      for (off_t at = data; ok && at < hole;) {
-        ssize_t n = pread(in, buf.data(), size_t(std::min<off_t>(off_t(buf.size()), hole - at)), at);
-        if (n <= 0) break;
-        ok = pwrite(out, buf.data(), size_t(n), at) == n;
-        at += n;
-      }
-      pos = hole;
-    }
-    if (!ok) *error = name + ": " + strerror(errno);
-    struct stat copied;
-    if (ok && fstat(out, &copied) == 0) *bytes = uint64_t(copied.st_blocks) * 512;
-  }
+  CompactCopyStats stats;
+  std::string why;
+  bool ok = !full && WriteCompactCopy(in, from, out, kCompactBudgetBytes, &stats, &why);
+  if (!ok) ok = ftruncate(out, 0) == 0 && SparseCopy(in, out, st.st_size);  // nothing of a failed compaction left
+  struct stat copied;
+  if (ok && fstat(out, &copied) == 0) *bytes = uint64_t(copied.st_blocks) * 512;
+  if (!ok) *error = name + ": " + strerror(errno);
   close(in);
   close(out);
   return ok;

@@ -83,6 +83,23 @@ class TrafficTable {
   std::unordered_map<Key, size_t, KeyHash> index_;
 };
 
+// What a point-to-point record adds to the traffic of its (comm, peer, tag):
+// a send posted (its sequence number), a receive completed (and whether a
+// wildcard took it), a persistent send made. One reading for ScanRecords
+// and for what a compact copy must keep of it (RecordsScanNeedsBefore).
+struct P2pRole {
+  bool sent = false, received = false, wildcard = false, made = false;
+};
+P2pRole P2pRoleOf(const CallDesc& d, const fmt::Record& r) {
+  P2pRole role;
+  if (!(d.flags & fmt::kCallP2p) || r.peer < 0) return role;
+  role.sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq && (d.op == fmt::Op::kSend || d.op == fmt::Op::kSendrecv);
+  role.received = r.kind == uint8_t(fmt::EventKind::kEnd) && r.seq && d.op == fmt::Op::kRecv;
+  role.wildcard = role.received && (r.flags & fmt::kRecAnyPeer);
+  role.made = r.kind == uint8_t(fmt::EventKind::kMark) && d.op == fmt::Op::kSend;
+  return role;
+}
+
 // A record as the call it describes, in the job's names.
 CallPoint PointOf(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, const fmt::Record& r) {
   CallPoint c;
@@ -227,17 +244,14 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
       if (slot->first < 0) *slot = {p.rank, sig};
       else if (!(slot->second == sig)) out->odd.push_back({int32_t(comm), r.seq, p.rank, sig});
     }
-    if ((d->flags & fmt::kCallP2p) && global_comm >= 0 && r.peer >= 0) {
-      const bool sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq &&
-                        (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
-      const bool received = r.kind == uint8_t(fmt::EventKind::kEnd) && r.seq && d->op == fmt::Op::kRecv;
-      const bool made = r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend;
-      if (sent || received || made) {
+    if (global_comm >= 0) {
+      const P2pRole role = P2pRoleOf(*d, r);
+      if (role.sent || role.received || role.made) {
         P2pTraffic& t = traffic.Of(global_comm, r.peer, r.tag);
-        if (sent) t.sent = std::max(t.sent, r.seq);
-        if (received) t.received = std::max(t.received, r.seq);
-        if (received && (r.flags & fmt::kRecAnyPeer)) ++t.wildcard_taken;
-        if (made) ++t.persistent_sends;
+        if (role.sent) t.sent = std::max(t.sent, r.seq);
+        if (role.received) t.received = std::max(t.received, r.seq);
+        if (role.wildcard) ++t.wildcard_taken;
+        if (role.made) ++t.persistent_sends;
       }
     }
     if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = r;
@@ -292,18 +306,13 @@ std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const s
     const CallDesc* d = s.Call(r.call);
     if (!d) continue;
     const bool begin = r.kind == uint8_t(fmt::EventKind::kBegin), end = r.kind == uint8_t(fmt::EventKind::kEnd);
-    if ((d->flags & fmt::kCallP2p) && r.peer >= 0) {
-      const bool sent = begin && r.seq && (d->op == fmt::Op::kSend || d->op == fmt::Op::kSendrecv);
-      const bool received = end && r.seq && d->op == fmt::Op::kRecv;
-      // Counted, not maxed: every one is kept.
-      const bool counted = (received && (r.flags & fmt::kRecAnyPeer)) ||
-                           (r.kind == uint8_t(fmt::EventKind::kMark) && d->op == fmt::Op::kSend);
-      if (counted && old(e)) keep.push_back(&e);
-      else if (sent || received) {
-        const bool former = r.comm < s.comms.size() && r.ticks < s.comms[r.comm].entry.created_ticks;
-        const Event*& newest = newest_p2p[Key{r.comm, former, received, r.peer, r.tag}];
-        if (!newest || r.seq >= newest->rec.seq) newest = &e;
-      }
+    const P2pRole role = P2pRoleOf(*d, r);
+    if (role.wildcard || role.made) {  // counted, not maxed: every one is kept
+      if (old(e)) keep.push_back(&e);
+    } else if (role.sent || role.received) {
+      const bool former = r.comm < s.comms.size() && r.ticks < s.comms[r.comm].entry.created_ticks;
+      const Event*& newest = newest_p2p[Key{r.comm, former, role.received, r.peer, r.tag}];
+      if (!newest || r.seq >= newest->rec.seq) newest = &e;
     }
     if (r.kind == uint8_t(fmt::EventKind::kDevicePending)) device_pending[r.aux] = &e;
     if (r.kind == uint8_t(fmt::EventKind::kComplete)) device_pending.erase(r.aux);

@@ -64,8 +64,7 @@ bool WriteAll(int fd, const void* data, size_t n, uint64_t at) {
 }
 
 struct Lane {
-  uint64_t head = 0;  // as the slot says
-  uint64_t top = 0;   // one past the newest record read (the head, or one more)
+  uint64_t top = 0;  // one past the newest record read: the slot's head, or one more
   std::vector<const Event*> records;
 };
 
@@ -116,7 +115,7 @@ bool WriteCompactCopy(int in, const std::string& from, int out, uint64_t budget,
                             &slot->version, kSeqAttempts)) {
       memcpy(&slots[i], src, std::min<size_t>(tsec.entry_size, sizeof(fmt::ThreadSlot)));  // the reader will say unstable
     }
-    lanes[i].head = lanes[i].top = slots[i].head;
+    lanes[i].top = slots[i].head;
   }
   for (const Event& e : s.events) {
     if (e.lane >= threads) continue;
@@ -141,13 +140,15 @@ bool WriteCompactCopy(int in, const std::string& from, int out, uint64_t budget,
     return tables + records * sizeof(fmt::Record);
   };
   uint32_t k = kMinLaneSlots;
-  if (src_lane_slots && !(src_lane_slots & (src_lane_slots - 1))) {
-    k = std::max(kMinLaneSlots, src_lane_slots);
-    while (k > kMinLaneSlots && cost(k, load::RecordsScanNeedsBefore(s, tails(k)).size()) > budget) k /= 2;
-  }
-  const std::vector<uint64_t> tail_from = tails(k);
+  if (src_lane_slots && !(src_lane_slots & (src_lane_slots - 1))) k = std::max(kMinLaneSlots, src_lane_slots);
+  std::vector<uint64_t> tail_from = tails(k);
   std::vector<const Event*> archive = load::RecordsScanNeedsBefore(s, tail_from);
-  while (archive.size() > k) k *= 2;  // correctness over the budget
+  while (k > kMinLaneSlots && cost(k, archive.size()) > budget) {
+    k /= 2;
+    tail_from = tails(k);
+    archive = load::RecordsScanNeedsBefore(s, tail_from);
+  }
+  while (archive.size() > k) k *= 2;  // correctness over the budget (the tails stay as they are)
   stats->over_budget = cost(k, archive.size()) > budget;
   const uint32_t lanes_out = threads + (archive.empty() ? 0 : 1);
 

@@ -83,9 +83,10 @@ std::string ReportFolder(const char* job) {
 }
 
 // A rank's environment, less what would make the helper look like a rank
-// (the dump takes processes with a rank in their environment for ranks) or
-// trace it.
-bool RankVariable(const char* v) {
+// (the dump takes processes with a rank in their environment for ranks,
+// and leaves out the processes of its own SLURM step: with the rank's
+// SLURM_STEP_ID it would leave out the ranks) or trace it.
+bool LeftToTheRank(const char* v) {
   static const char* const kPrefixes[] = {"LD_PRELOAD=", "SLURM_", "OMPI_", "PMI_", "PMIX_", "PMI_RANK", "HANGTRACE_",
                                           "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MPI_LOCALRANKID=", "PALS_"};
   for (const char* p : kPrefixes) {
@@ -124,7 +125,7 @@ bool StartHelper(const std::string& cli, const std::vector<std::string>& args) {
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (char** e = environ; e && *e; ++e) {
-    if (!RankVariable(*e)) envp.push_back(*e);
+    if (!LeftToTheRank(*e)) envp.push_back(*e);
   }
   envp.push_back(nullptr);
   Spawn s{cli.c_str(), argv.data(), envp.data()};
@@ -183,16 +184,17 @@ void AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
     unlinkat(f->dir_fd, kRoundFile, 0);  // the node may start another round
     g_round_start = 0;
   }
-  if (g_round_start || f->dir_fd < 0 || !AutoReportOn()) return;
+  // Most ticks end here: nothing fired, and no look for a round is due.
+  const bool look = !fired && idle && now >= g_next_look && FirstOnNode();
+  if ((!fired && !look) || g_round_start || f->dir_fd < 0 || !AutoReportOn()) return;
   // The job's trace folder: DIR/JOB (f->path is DIR/JOB/host.pid.htrace once named).
   std::string folder = f->path;
   if (f->naming == kNamed) folder = folder.substr(0, folder.rfind('/'));
   const std::string job = folder.substr(folder.rfind('/') + 1);
-  if (!fired && idle && FirstOnNode() && now >= g_next_look) {
+  if (look) {
     g_next_look = now + 2ll * 1000000000;
-    fired = RoundAnnounced(job.c_str());
+    if (!RoundAnnounced(job.c_str())) return;
   }
-  if (!fired) return;
   int fd = openat(f->dir_fd, kRoundFile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
     // Another process of the node has the round; unless it died holding it.
