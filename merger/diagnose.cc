@@ -82,12 +82,12 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
   const std::string where = "#" + std::to_string(m.seq) + " on " + job.comms[size_t(m.comm)].label;
   // Another collective altogether: said as calls, not as an argument.
   if (m.field == "op") {
-    return "calls " + value + " as collective " + where + " where the other members call " + m.values[0].first;
+    return "calls " + value + " as collective " + where + " (the other members call " + m.values[0].first + ")";
   }
   CollSig sig;
   std::string call = job.SigOf(rank, m.comm, m.seq, &sig) ? job.names[sig.name] + " " : "";
-  return "passes " + m.field + " " + value + " to " + call + where + " where the other members pass " +
-         m.values[0].first;
+  return "passes " + m.field + " " + value + " to " + call + where + " (the other members pass " +
+         m.values[0].first + ")";
 }
 
 // --- classes -------------------------------------------------------------------------------

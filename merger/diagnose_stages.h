@@ -146,8 +146,9 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx);
 std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang);
 std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths);
 
-// "passes count 128 to MPI_Allreduce #33 on tp0 where the other members
-// pass 256": why an odd rank of a mismatch is a culprit.
+// "passes count 128 to MPI_Allreduce #33 on tp0 (the other members pass
+// 256)": why an odd rank of a mismatch is a culprit; in parentheses, so that
+// the rank's own place in the program, said after it, reads as its own.
 std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank);
 // " at train_step (pretrain.py:212)", or "" without a Python frame.
 std::string WhereInProgram(const Job& job, int64_t frame);

@@ -566,7 +566,7 @@ TEST(Stages, AnotherCollectiveIsSaidAsCallsNotAsAnArgument) {
   m.values = {{"MPI_Allreduce", most}, {"MPI_Barrier", odd}};
   m.odd = odd;
   EXPECT_EQ(MismatchWhy(b.job, m, 1),
-            "calls MPI_Barrier as collective #6 on world where the other members call MPI_Allreduce");
+            "calls MPI_Barrier as collective #6 on world (the other members call MPI_Allreduce)");
 }
 
 TEST(Stages, DocsDescribeEveryRuleInTableOrder) {

@@ -29,8 +29,9 @@
 #   torch-{skip,barrier,ddp,p2p,lock}
 #                         tests/python/torch_hang.py untraced on gloo, dumped
 #                         by mpirun's pid: each rank's torch.distributed call
-#   torch-traced-{skip,barrier,ddp,p2p,lock}
-#                         the same, traced (python/hangtrace_torch.py records
+#   torch-traced-{skip,barrier,ddp,p2p,lock,object}
+#                         the same (object: rank 2 skips a
+#                         broadcast_object_list), traced (python/hangtrace_torch.py records
 #                         torch.distributed's calls): the trace alone names
 #                         the culprit, process group and sequence number
 #                         (ddp, lock: with the stacks the runtime captures
@@ -49,6 +50,8 @@
 #                         timeout + 10 s the job's log holds one report, rank 3
 #                         the culprit, and no watchdog line per rank
 #   auto-mpi4py           the same for tests/python/seed_hang.py (mpi4py)
+#   auto-torch            the same for torch_hang.py skip (gloo): the report
+#                         names rank 2 in dist.broadcast, from the trace
 #   auto-slow             rank 1 sleeps 3 s past a 2 s timeout, then all
 #                         finish: the log says the job moved, and holds no
 #                         hang report
@@ -304,7 +307,7 @@ case "$scenario" in
       lock) check verdict=deadlock culprits=0 why:0="holds the file lock" ;;
     esac
     ;;
-  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p | torch-traced-lock)
+  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p | torch-traced-lock | torch-traced-object)
     torch_scenario=${scenario#torch-traced-}
     torch_job $(traced)
     # skip: after the watchdog, whose stacks give each rank's Python line.
@@ -321,6 +324,8 @@ case "$scenario" in
       skip) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast \
               why:2="calls dist.broadcast as collective #4 on default_pg" why:2="torch_hang.py:" ;;
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
+      object) check verdict=mismatch exit=3 culprits=2 op:0-1,3=bcast op:2=barrier \
+                why:2="calls dist.barrier as collective #4 on default_pg (the other members call dist.broadcast_object_list)" ;;
       ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" \
              why:0="c10d::Reducer" ;;
       lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for"
@@ -352,6 +357,16 @@ case "$scenario" in
     auto_report_within 13
     grep -q 'culprit rank 3 ' job.out || fail "the report in the log does not name rank 3"
     check verdict=hang culprits=3 why:3="never entered MPI_Bcast" why:3="seed_hang.py:"
+    ;;
+  auto-torch)
+    need python3 python3-torch
+    /usr/bin/python3 -c "import torch.distributed" 2> /dev/null || skip "python3-torch is not installed"
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" skip
+    wait_for 600 says hung || fail "the job never got in place"
+    since=$(date +%s.%N)  # in place: rank 2 in its broadcast, the others a moment later
+    auto_report_within 13
+    grep -q 'culprit rank 2 ' job.out || fail "the report in the log does not name rank 2"
+    check verdict=mismatch culprits=2 op:0-1,3=allreduce op:2=bcast why:2="torch_hang.py:"
     ;;
   auto-slow)
     start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" slow 3

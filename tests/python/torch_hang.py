@@ -21,6 +21,8 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   lock       rank 0 takes a file lock and enters an all-reduce; the others
              wait for the lock before theirs (a cycle through the lock)
   slow       rank 1 sleeps 20 s in step 1, then every rank finishes
+  object     an object collective skipped: rank 2 goes on to the barrier
+             while the others share a Python object (broadcast_object_list)
 Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
 ddp: rank 1; abort: never, it ends).
 """
@@ -96,6 +98,12 @@ def main():
             time.sleep(0.5)
             hung()
             dist.all_reduce(t)
+    elif scenario == "object":
+        config = [{"lr": 0.1, "step": 3} if rank == 0 else None]
+        hung()
+        if rank != 2:
+            dist.broadcast_object_list(config, src=0)
+        dist.barrier()
     elif scenario == "slow":
         for step in range(3):
             if step == 1:
