@@ -117,6 +117,21 @@ bool WriteCompactCopy(int in, const std::string& from, int out, uint64_t budget,
     }
     lanes[i].top = slots[i].head;
   }
+  // The current and last calls as the reader found them, copied into the
+  // slots (the lane records the runtime's slots name may be older than the
+  // tails kept): the copy is written without kFeatCallPositions.
+  for (fmt::ThreadSlot& slot : slots) {
+    slot.current.kind = slot.last.kind = uint8_t(fmt::EventKind::kEmpty);
+    slot.current_at = slot.last_at = 0;
+  }
+  for (const ThreadInfo& t : s.threads) {
+    if (t.slot >= threads) continue;
+    fmt::ThreadSlot& slot = slots[t.slot];
+    slot.current = t.in_call ? t.current : fmt::Record{};
+    slot.current.kind = uint8_t(t.in_call ? fmt::EventKind::kBegin : fmt::EventKind::kEmpty);
+    slot.last = t.has_last ? t.last : fmt::Record{};
+    slot.last.kind = uint8_t(t.has_last ? fmt::EventKind::kEnd : fmt::EventKind::kEmpty);
+  }
   for (const Event& e : s.events) {
     if (e.lane >= threads) continue;
     lanes[e.lane].records.push_back(&e);
@@ -170,7 +185,7 @@ bool WriteCompactCopy(int in, const std::string& from, int out, uint64_t budget,
   h.file_size = file_size;
   h.section_count = fmt::kNumSections;
   h.lane_slots = k;
-  h.features |= fmt::kFeatCompact;
+  h.features = (h.features | fmt::kFeatCompact) & ~uint64_t(fmt::kFeatCallPositions);
   memcpy(h.sections, sections, sizeof(sections));
   h.counters.call_count = used[fmt::kSecCalls];
   h.counters.comm_count = used[fmt::kSecComms];

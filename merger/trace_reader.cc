@@ -361,12 +361,31 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
       t.name = BoundedString(slot.name, sizeof(slot.name));
       t.tracer = slot.flags & fmt::kThreadTracer;
       t.head = __atomic_load_n(&live->head, __ATOMIC_ACQUIRE);
-      t.unstable = !stable;
-      t.in_call = slot.current.kind == uint8_t(fmt::EventKind::kBegin);
-      t.current = slot.current;
-      t.has_last = slot.last.kind == uint8_t(fmt::EventKind::kEnd);
-      t.last = slot.last;
-      t.watchdog_flagged = t.in_call && slot.watchdog_ticks == slot.current.ticks;
+      // The current and last calls: copies in the slot, or (the runtime's
+      // files) records of the lane the slot names, where there is one.
+      const fmt::Record* own_lane = lanes_ok && i < lanes_present
+                                        ? reinterpret_cast<const fmt::Record*>(ring) + uint64_t(i) * lane_slots
+                                        : nullptr;
+      // Never into a hole (FileExtents; charged as the lane's read is, since
+      // one page touched in a hole reads ahead many): a record there is
+      // zeros, which no ticket matches, so a lane whose named record lies
+      // in one is read as lost.
+      const uint64_t lane_used = std::min<uint64_t>(__atomic_load_n(&live->head, __ATOMIC_ACQUIRE), lane_slots);
+      if (own_lane && (h.features & fmt::kFeatCallPositions) && sparse(lane_used, sizeof(fmt::Record))) {
+        for (const uint64_t* at : {&live->current_at, &live->last_at}) {
+          const uint64_t a = __atomic_load_n(at, __ATOMIC_ACQUIRE) & ~fmt::kAtCopy;
+          const uint64_t off = uint64_t(reinterpret_cast<const uint8_t*>(own_lane + ((a - 1) & (lane_slots - 1))) - data);
+          if (a != 0 && !extents->AnyData(off, sizeof(fmt::Record))) own_lane = nullptr;
+        }
+      }
+      fmt::ThreadCalls calls;
+      const bool calls_stable = fmt::ReadThreadCalls(live, own_lane, lane_slots, h.features, &calls, kSeqAttempts);
+      t.unstable = !stable || !calls_stable;
+      t.in_call = calls.in_call;
+      t.current = calls.current;
+      t.has_last = calls.has_last;
+      t.last = calls.last;
+      t.watchdog_flagged = t.in_call && slot.watchdog_ticks == calls.current.ticks;
       if (t.tid != 0) s.threads.push_back(t);
 
       if (!lanes_ok || !options.events || t.head == 0 || i >= lanes_present) continue;

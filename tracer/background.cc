@@ -24,10 +24,11 @@ constexpr int64_t kTickNs = 100 * 1000000;       // wake-up period
 // the order of their deaths to this precision.
 constexpr int64_t kHeartbeatNs = kTickNs;
 
-// Copies a thread's current call under its seqlock. False when it kept
+// Reads the current and last calls of thread slot `i`. False when they kept
 // changing (the owner is busy entering and leaving calls: not stuck).
-bool ReadCurrent(const fmt::ThreadSlot* s, fmt::Record* out) {
-  return fmt::SeqRead(&s->current, out, &s->version, 4);
+bool ReadCalls(const TraceFile* f, uint32_t i, fmt::ThreadCalls* out) {
+  return fmt::ReadThreadCalls(&f->threads[i], f->ring + uint64_t(i) * f->lane_slots, f->lane_slots,
+                              f->header->features, out, 4);
 }
 
 std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
@@ -84,11 +85,9 @@ uint64_t IdleSince(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
   for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
     const fmt::ThreadSlot* s = &f->threads[i];
     if (!__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE) || (s->flags & fmt::kThreadTracer)) continue;
-    fmt::Record cur, last;
-    if (!ReadCurrent(s, &cur) || cur.kind == uint8_t(fmt::EventKind::kBegin)) return 0;  // in a call, or entering one
-    if (fmt::SeqRead(&s->last, &last, &s->version, 4) && last.kind == uint8_t(fmt::EventKind::kEnd)) {
-      newest = std::max(newest, last.ticks);
-    }
+    fmt::ThreadCalls calls;
+    if (!ReadCalls(f, i, &calls) || calls.in_call) return 0;  // in a call, or entering one
+    if (calls.has_last) newest = std::max(newest, calls.last.ticks);
   }
   return newest && now_ticks >= newest && now_ticks - newest >= limit ? newest : 0;
 }
@@ -116,8 +115,9 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
     fmt::ThreadSlot* s = &f->threads[i];
     if (!__atomic_load_n(&s->tid, __ATOMIC_ACQUIRE)) continue;
-    fmt::Record cur;
-    if (!ReadCurrent(s, &cur) || cur.kind != uint8_t(fmt::EventKind::kBegin)) continue;
+    fmt::ThreadCalls calls;
+    if (!ReadCalls(f, i, &calls) || !calls.in_call) continue;
+    const fmt::Record& cur = calls.current;
     if (now_ticks < cur.ticks || now_ticks - cur.ticks < limit) continue;
     if (__atomic_load_n(&s->watchdog_ticks, __ATOMIC_ACQUIRE) == cur.ticks) continue;  // flagged
     __atomic_store_n(&s->watchdog_ticks, cur.ticks, __ATOMIC_RELEASE);

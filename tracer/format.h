@@ -62,8 +62,11 @@ inline constexpr char kTraceSuffix[] = ".htrace";
 inline constexpr char kNoRoomSuffix[] = ".no-room";
 // 2: CommEntry grew created_ticks (120 -> 128 bytes); version 1 readers
 // read the prefix they know.
-inline constexpr uint16_t kVersion = 2;
-inline constexpr uint16_t kOldestReadable = 1;
+// 3: a thread's current and last calls are named by their places in its
+// lane (ThreadSlot.current_at/last_at, kFeatCallPositions), no longer copied
+// on every call: a reader of version 2 would take stale copies for them.
+inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kOldestReadable = 3;
 inline constexpr uint32_t kEndianTag = 0x01020304u;
 inline constexpr uint32_t kHeaderSize = 4096;
 inline constexpr uint32_t kRecordSize = 64;
@@ -260,6 +263,10 @@ enum Features : uint64_t {
                              // lane holds its newest records only, and one
                              // lane owned by no thread the older ones the
                              // analysis needs
+  kFeatCallPositions = 1ull << 4,  // ThreadSlot.current_at/last_at name the
+                                   // current and last calls (ReadThreadCalls);
+                                   // without it, ThreadSlot.current/last are
+                                   // the calls themselves
 };
 
 // ---------------------------------------------------------------------------
@@ -540,6 +547,17 @@ inline uint32_t Ticket(uint64_t index) {
   return t ? t : 1;
 }
 
+// The reader's side of the lane protocol (tracer/lane.h) for one record:
+// false unless the slot holds the record of `index`, whole.
+inline bool ReadLaneRecord(const Record* lane, uint64_t lane_slots, uint64_t index, Record* out) {
+  const Record* slot = &lane[index & (lane_slots - 1)];
+  const uint32_t want = Ticket(index);
+  if (__atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE) != want) return false;
+  memcpy(static_cast<void*>(out), slot, sizeof(Record));
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return __atomic_load_n(&slot->commit, __ATOMIC_RELAXED) == want;
+}
+
 // The global id of MPI_COMM_WORLD ("WORLD" ... 1): the same on every rank
 // of every job, with no communication.
 inline constexpr uint64_t kWorldCommId = 0x574f524c44000001ull;
@@ -559,6 +577,20 @@ inline constexpr int32_t kNullPeer = -3;  // MPI_PROC_NULL: completes at once
 // reused by the next new thread; the lane continues (its head never goes
 // back), so tickets stay unique and old records stay readable until
 // overwritten.
+//
+// With kFeatCallPositions (the runtime's files), the record path does not
+// copy its records here: a call's BEGIN publishes its lane index + 1 in
+// `current_at`, its END in `last_at` (one store each). The thread is in a
+// call when current_at > last_at (kAtCopy masked off): an END, later in the
+// lane than its BEGIN, ends it with no second store. Before any other write
+// of the lane could overwrite one of those records (a long call's
+// completions and marks; tracer/runtime.cc KeepCallsVisible), the owner
+// copies it into `current` or `last` under the seqlock and sets kAtCopy in
+// the index: the record is then read from the copy. A poll (never in the
+// lane) is published the same way, as a copy. ReadThreadCalls reads both.
+// Without the feature (older files, the simulator's and compact copies),
+// `current` and `last` are the calls, kind kBegin/kEnd, kEmpty when none.
+inline constexpr uint64_t kAtCopy = 1ull << 63;
 struct ThreadSlot {
   uint32_t version;     // seqlock word over current/last (owner writes)
   uint32_t tid;         // owner's kernel tid; 0: free
@@ -571,7 +603,9 @@ struct ThreadSlot {
   Record current;       // BEGIN of the outermost open call; kind 0: idle
   Record last;          // END of the last outermost call that returned
   char name[16];        // thread name when it attached (PR_GET_NAME)
-  uint8_t reserved2[16];
+  uint64_t current_at;  // kFeatCallPositions: lane index + 1 of the open
+                        // call's BEGIN, | kAtCopy when in `current`; 0: none
+  uint64_t last_at;     // the same for the last call's END and `last`
 };
 
 enum ThreadFlags : uint32_t {
@@ -579,7 +613,58 @@ enum ThreadFlags : uint32_t {
 };
 static_assert(offsetof(ThreadSlot, current) == 32);
 static_assert(offsetof(ThreadSlot, last) == 96);
+static_assert(offsetof(ThreadSlot, current_at) == 176);
 static_assert(sizeof(ThreadSlot) == 192);
+
+// A thread's current and last calls, as a reader sees them.
+struct ThreadCalls {
+  bool in_call = false;   // `current` is the BEGIN of the call it is in
+  Record current{};
+  bool has_last = false;  // `last` is the END of the last call it left
+  Record last{};
+};
+// Reads them from slot `s`, live or not, and with kFeatCallPositions from
+// the thread's lane (`lane`, of `lane_slots` records; null when lost). False
+// when they kept changing for `attempts` tries (the owner busy entering and
+// leaving calls) or could not be read (a lost lane, a writer that died
+// mid-write): `out` then holds what was read, and no call it could not read.
+inline bool ReadThreadCalls(const ThreadSlot* s, const Record* lane, uint64_t lane_slots, uint64_t features,
+                            ThreadCalls* out, int attempts) {
+  *out = ThreadCalls{};
+  if (!(features & kFeatCallPositions)) {
+    struct Copies {
+      Record current, last;
+    } copies;
+    static_assert(offsetof(ThreadSlot, last) == offsetof(ThreadSlot, current) + sizeof(Record));
+    const bool stable = SeqRead(&s->current, &copies, &s->version, attempts);
+    out->in_call = copies.current.kind == uint8_t(EventKind::kBegin);
+    out->current = copies.current;
+    out->has_last = copies.last.kind == uint8_t(EventKind::kEnd);
+    out->last = copies.last;
+    return stable;
+  }
+  auto read = [&](uint64_t at, const Record* copy, EventKind kind, Record* rec) {
+    const bool got = (at & kAtCopy) ? SeqRead(copy, rec, &s->version, 1)
+                                    : lane && ReadLaneRecord(lane, lane_slots, at - 1, rec);
+    return got && rec->kind == uint8_t(kind);
+  };
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    // The last call first: an END stored after its BEGIN's index is seen
+    // with that index or a later one, never a call open after it ended.
+    const uint64_t l = __atomic_load_n(&s->last_at, __ATOMIC_ACQUIRE);
+    const uint64_t c = __atomic_load_n(&s->current_at, __ATOMIC_ACQUIRE);
+    ThreadCalls got;
+    got.in_call = (c & ~kAtCopy) > (l & ~kAtCopy) && read(c, &s->current, EventKind::kBegin, &got.current);
+    got.has_last = (l & ~kAtCopy) != 0 && read(l, &s->last, EventKind::kEnd, &got.last);
+    const bool whole = got.in_call == ((c & ~kAtCopy) > (l & ~kAtCopy)) && got.has_last == ((l & ~kAtCopy) != 0);
+    *out = got;
+    if (whole && __atomic_load_n(&s->last_at, __ATOMIC_ACQUIRE) == l &&
+        __atomic_load_n(&s->current_at, __ATOMIC_ACQUIRE) == c) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // ---------------------------------------------------------------------------
 // Captured native stacks (watchdog, crash, request).

@@ -33,7 +33,9 @@
 
 namespace hangtrace {
 
-__attribute__((always_inline)) inline void LaneWrite(fmt::Record* lane, uint64_t mask, uint64_t* head, const fmt::Record& r) {
+// Writes `r` as the lane's next record; returns its lane index.
+__attribute__((always_inline)) inline uint64_t LaneWrite(fmt::Record* lane, uint64_t mask, uint64_t* head,
+                                                         const fmt::Record& r) {
   uint64_t i = *head;  // only this thread writes it
   fmt::Record* slot = &lane[i & mask];
   __atomic_store_n(&slot->commit, 0u, __ATOMIC_RELAXED);
@@ -41,6 +43,7 @@ __attribute__((always_inline)) inline void LaneWrite(fmt::Record* lane, uint64_t
   memcpy(static_cast<void*>(slot), &r, offsetof(fmt::Record, commit));
   __atomic_store_n(&slot->commit, fmt::Ticket(i), __ATOMIC_RELEASE);
   __atomic_store_n(head, i + 1, __ATOMIC_RELEASE);
+  return i;
 }
 
 // Seqlock helpers for ThreadSlot/StackSlot/CommEntry/ClockInfo: the owner

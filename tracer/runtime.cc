@@ -67,9 +67,7 @@ void ReleaseThreadSlot(void* p) {
   auto* s = static_cast<fmt::ThreadSlot*>(p);
   // Only release a slot of the current file (not one inherited over fork).
   if (!g_trace || s < g_trace->threads || s >= g_trace->threads + g_trace->thread_capacity) return;
-  SeqBegin(&s->version);
-  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
-  SeqEnd(&s->version);
+  __atomic_store_n(&s->current_at, uint64_t(0), __ATOMIC_RELEASE);  // in no call
   __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
   t_thread.slot = nullptr;
   ReleaseAltStack();
@@ -240,6 +238,38 @@ bool AttachThread(ThreadState& t) {
   return false;
 }
 
+namespace {
+// Whether the thread's current call is still the poll published at
+// t.poll_ticks (no call has replaced it).
+bool StillPolling(const ThreadState& t, const fmt::ThreadSlot* s) {
+  const uint64_t c = s->current_at;
+  return (c & fmt::kAtCopy) && (c & ~fmt::kAtCopy) > (s->last_at & ~fmt::kAtCopy) &&
+         s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks;
+}
+
+// Before a write of the lane other than a call's BEGIN or END: the current
+// and last calls' records that this write or the next two could overwrite
+// (the next two may be a BEGIN and an END, which do not look) are copied
+// into the slot, and read from there (fmt::ThreadSlot). A long call that
+// completes thousands of requests, or marks, keeps its BEGIN readable.
+void KeepCallsVisible(ThreadState& t, fmt::ThreadSlot* s) {
+  const uint64_t slots = t.lane_mask + 1;
+  const uint64_t next = s->head;  // the index this write takes
+  if (next + 3 <= slots) return;  // nothing written yet is within reach
+  const uint64_t reach = next + 3 - slots;  // indexes below this may go
+  auto keep = [&](uint64_t* at, fmt::Record* copy) {
+    const uint64_t a = *at;
+    if (a == 0 || (a & fmt::kAtCopy) || a - 1 >= reach) return;
+    SeqBegin(&s->version);
+    *copy = t.lane[(a - 1) & t.lane_mask];  // ours: no writer but this thread
+    SeqEnd(&s->version);
+    __atomic_store_n(at, a | fmt::kAtCopy, __ATOMIC_RELEASE);
+  };
+  keep(&s->last_at, &s->last);
+  if ((s->current_at & ~fmt::kAtCopy) > (s->last_at & ~fmt::kAtCopy)) keep(&s->current_at, &s->current);
+}
+}  // namespace
+
 void NotePolling(fmt::Record& r) {
   ThreadState& t = t_thread;
   if (t.depth != 0) return;
@@ -249,15 +279,16 @@ void NotePolling(fmt::Record& r) {
   // Still polling, whichever call and request (a loop that alternates
   // MPI_Test on its receive and on its send, as hpcc's RandomAccess does,
   // waits since its first poll that retired nothing): nothing to publish.
-  if (t.poll_ticks && s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks) {
-    return;
-  }
+  if (t.poll_ticks && StillPolling(t, s)) return;
   r.ticks = NowTicks();
   r.tid = uint32_t(t.tid);
   r.kind = uint8_t(fmt::EventKind::kBegin);
   SeqBegin(&s->version);
   s->current = r;
   SeqEnd(&s->version);
+  // Never in the lane: published as a copy, at an index past the last
+  // call's END (fmt::ThreadSlot), so that it is the current call.
+  __atomic_store_n(&s->current_at, (s->head + 1) | fmt::kAtCopy, __ATOMIC_RELEASE);
   t.poll_ticks = r.ticks;
 }
 
@@ -265,11 +296,7 @@ void EndPolling() {
   ThreadState& t = t_thread;
   fmt::ThreadSlot* s = t.slot;
   if (!t.poll_ticks || !s || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return;
-  if (s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks) {
-    SeqBegin(&s->version);
-    s->current.kind = uint8_t(fmt::EventKind::kEmpty);
-    SeqEnd(&s->version);
-  }
+  if (StillPolling(t, s)) __atomic_store_n(&s->current_at, uint64_t(0), __ATOMIC_RELEASE);
   t.poll_ticks = 0;
 }
 
@@ -282,6 +309,7 @@ bool RecordEvent(fmt::Record& r, fmt::EventKind kind) {
   r.ticks = NowTicks();
   if (!r.tid) r.tid = uint32_t(t.tid);
   r.kind = uint8_t(kind);
+  KeepCallsVisible(t, t.slot);
   LaneWrite(t.lane, t.lane_mask, &t.slot->head, r);
   return true;
 }

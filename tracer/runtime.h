@@ -2,9 +2,10 @@
 // lanes, and the record path used by every wrapper in interpose/.
 //
 // Record path (CallBegin/CallEnd): a TLS load, one clock read, one 64-byte
-// record into the thread's own lane, and a seqlock-bracketed copy into the
-// thread's "current call" slot. No allocation, no lock, no syscall. The
-// first traced call of a thread takes the slow path once (AttachThread).
+// record into the thread's own lane, and its lane index stored as the
+// thread's current (BEGIN) or last (END) call. No allocation, no lock, no
+// syscall. The first traced call of a thread takes the slow path once
+// (AttachThread).
 #pragma once
 
 #include <signal.h>
@@ -107,28 +108,26 @@ inline fmt::Record NewRecord(uint16_t call) {
 }
 
 // The record protocol of a call on thread `t`, whose slot is `s`: its
-// BEGIN into the lane and published as the thread's current call; its END
-// into the lane, the current call cleared and the END kept as the last.
+// BEGIN into the lane, its place published as the thread's current call;
+// its END into the lane, its place published as the last call, which ends
+// the current one (fmt::ThreadSlot: in a call while current_at > last_at).
 // CallBegin/CallEnd and the framework calls of the C API (api.cc) use it.
+// Only the lane's other writes (RecordEvent) can overwrite these two
+// records while they are published: they move them to the slot first.
 __attribute__((always_inline)) inline void PublishBegin(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r) {
   r.ticks = NowTicks();
   r.tid = uint32_t(t.tid);
   r.kind = uint8_t(fmt::EventKind::kBegin);
-  LaneWrite(t.lane, t.lane_mask, &s->head, r);
-  SeqBegin(&s->version);
-  s->current = r;
-  SeqEnd(&s->version);
+  const uint64_t i = LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  __atomic_store_n(&s->current_at, i + 1, __ATOMIC_RELEASE);
 }
 __attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r,
                                                       int32_t result) {
   r.ticks = NowTicks();
   r.kind = uint8_t(fmt::EventKind::kEnd);
   r.result = result;
-  LaneWrite(t.lane, t.lane_mask, &s->head, r);
-  SeqBegin(&s->version);
-  s->current.kind = uint8_t(fmt::EventKind::kEmpty);
-  s->last = r;
-  SeqEnd(&s->version);
+  const uint64_t i = LaneWrite(t.lane, t.lane_mask, &s->head, r);
+  __atomic_store_n(&s->last_at, i + 1, __ATOMIC_RELEASE);
 }
 
 // Enters a traced call described by `r` (call, comm, seq, count, peer, ...).

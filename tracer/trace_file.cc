@@ -378,7 +378,8 @@ bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err
   f->thread_capacity = fmt::kMaxThreads;
 
   fmt::FillHeader(f->header, layout, c.ring_slots,
-                  (g_clock_is_tsc ? uint64_t(fmt::kFeatTscClock) : 0) | (c.stacks ? uint64_t(fmt::kFeatStacks) : 0));
+                  uint64_t(fmt::kFeatCallPositions) | (g_clock_is_tsc ? uint64_t(fmt::kFeatTscClock) : 0) |
+                      (c.stacks ? uint64_t(fmt::kFeatStacks) : 0));
   FillProcessInfo(f->process, c);
   fmt::FileHeader* h = f->header;
   __atomic_store_n(&h->ready, fmt::kReadyMagic, __ATOMIC_RELEASE);
