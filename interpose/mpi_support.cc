@@ -22,9 +22,13 @@ namespace hangtrace::HT_MPI_NS {
 
 // What the wrappers read inline (mpi_support.h).
 EnumCache g_dtype_cache, g_redop_cache;
+constinit thread_local EnumCache::Last t_last_dtype __attribute__((tls_model("initial-exec"))) = {0, 0};
+constinit thread_local EnumCache::Last t_last_redop __attribute__((tls_model("initial-exec"))) = {0, 0};
 uint32_t g_comm_epoch = 0;
 constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {MPI_Comm{}, 0, 0};
 EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
+constinit thread_local EnumCache::Last t_last_fortran_dtype __attribute__((tls_model("initial-exec"))) = {0, 0};
+constinit thread_local EnumCache::Last t_last_fortran_redop __attribute__((tls_model("initial-exec"))) = {0, 0};
 constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec"))) = {
     0, 0, fmt::kNoComm};
 

@@ -120,20 +120,35 @@ struct EnumCache {
     if (key >> 56) return;  // not a user address: never cached
     __atomic_store_n(&slots[Bucket<8>(key)], (key << 8) | value, __ATOMIC_RELAXED);
   }
+  // The handle a thread looked up last, with its value, in front of the
+  // table: a loop that reduces one type with one operation is answered by
+  // one compare. (The values never change: a handle names a predefined
+  // type or operation, or is kOther.) Zero-initialized: the null handle.
+  struct Last {
+    uint64_t key;
+    uint8_t value;
+  };
   // The cached value of `handle`, computed by `slow` on a miss.
   template <typename H>
-  __attribute__((always_inline)) uint8_t Get(H handle, uint8_t (*slow)(H)) {
+  __attribute__((always_inline)) uint8_t Get(H handle, uint8_t (*slow)(H), Last& last) {
     uint64_t key = Key(handle);
+    if (__builtin_expect(last.key == key, 1)) return last.value;
     int v = Lookup(key);
-    if (__builtin_expect(v >= 0, 1)) return uint8_t(v);
-    uint8_t computed = slow(handle);
-    Store(key, computed);
-    return computed;
+    if (__builtin_expect(v < 0, 0)) {
+      v = slow(handle);
+      Store(key, uint8_t(v));
+    }
+    last = {key, uint8_t(v)};
+    return uint8_t(v);
   }
 };
 extern EnumCache g_dtype_cache, g_redop_cache;
-__attribute__((always_inline)) inline uint8_t Dtype(MPI_Datatype d) { return g_dtype_cache.Get(d, DtypeSlow); }
-__attribute__((always_inline)) inline uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow); }
+extern constinit thread_local EnumCache::Last t_last_dtype __attribute__((tls_model("initial-exec")));
+extern constinit thread_local EnumCache::Last t_last_redop __attribute__((tls_model("initial-exec")));
+__attribute__((always_inline)) inline uint8_t Dtype(MPI_Datatype d) {
+  return g_dtype_cache.Get(d, DtypeSlow, t_last_dtype);
+}
+__attribute__((always_inline)) inline uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow, t_last_redop); }
 // MPI_ANY_SOURCE -> fmt::kAnyPeer (and the record flag), MPI_PROC_NULL ->
 // fmt::kNullPeer, other negatives (MPI_ROOT) -> fmt::kNoPeer.
 __attribute__((always_inline)) inline void SetPeer(fmt::Record& r, int peer) {
@@ -265,11 +280,13 @@ __attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
 uint8_t FortranDtypeSlow(MPI_Fint type);
 uint8_t FortranRedopSlow(MPI_Fint op);
 extern EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
+extern constinit thread_local EnumCache::Last t_last_fortran_dtype __attribute__((tls_model("initial-exec")));
+extern constinit thread_local EnumCache::Last t_last_fortran_redop __attribute__((tls_model("initial-exec")));
 __attribute__((always_inline)) inline uint8_t FortranDtype(MPI_Fint type) {
-  return g_fortran_dtype_cache.Get(type, FortranDtypeSlow);
+  return g_fortran_dtype_cache.Get(type, FortranDtypeSlow, t_last_fortran_dtype);
 }
 __attribute__((always_inline)) inline uint8_t FortranRedop(MPI_Fint op) {
-  return g_fortran_redop_cache.Get(op, FortranRedopSlow);
+  return g_fortran_redop_cache.Get(op, FortranRedopSlow, t_last_fortran_redop);
 }
 MPI_Request FortranRequest(MPI_Fint request);
 MPI_Message FortranMessage(MPI_Fint message);

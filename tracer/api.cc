@@ -103,13 +103,13 @@ bool FrameworkBegin(fmt::Record& r) {
   ThreadState& t = t_thread;
   if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return false;
   if (!t.slot) return false;
-  PublishBegin(t, t.slot, r);
+  PublishBegin(t, t.slot, r, NowTicks());
   return true;
 }
 bool FrameworkEnd(fmt::Record& r, int32_t result) {
   ThreadState& t = t_thread;
   if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return false;  // forked inside it
-  PublishEnd(t, t.slot, r, result);
+  PublishEnd(t, t.slot, r, result, NowTicks());
   return true;
 }
 

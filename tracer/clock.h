@@ -39,6 +39,16 @@ __attribute__((always_inline)) inline uint64_t NowTicks() {
   return uint64_t(MonotonicNs());
 }
 
+// The record clock where the caller knows it is the TSC
+// (ThreadState::fast_generation): no test of g_clock_is_tsc.
+__attribute__((always_inline)) inline uint64_t TscTicks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return NowTicks();
+#endif
+}
+
 // True when this CPU's TSC is invariant and usable as the record clock.
 bool DetectInvariantTsc();
 

@@ -26,7 +26,7 @@ namespace hangtrace {
 
 TraceFile* g_trace = nullptr;
 bool g_start_pending = false;
-uint32_t g_generation = 0;
+uint32_t g_generation = 1;  // never 0, which a thread's fast_generation starts as
 constinit thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
 bool g_clock_is_tsc = false;
 
@@ -70,6 +70,7 @@ void ReleaseThreadSlot(void* p) {
   __atomic_store_n(&s->current_at, uint64_t(0), __ATOMIC_RELEASE);  // in no call
   __atomic_store_n(&s->tid, 0u, __ATOMIC_RELEASE);
   t_thread.slot = nullptr;
+  t_thread.fast_generation = 0;
   ReleaseAltStack();
 }
 
@@ -179,6 +180,7 @@ bool AttachThread(ThreadState& t) {
   uint32_t gen = __atomic_load_n(&g_generation, __ATOMIC_ACQUIRE);
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   t.generation = gen;
+  t.fast_generation = 0;
   t.slot = nullptr;
   if (!f) return false;
   t.tid = int32_t(syscall(SYS_gettid));
@@ -231,11 +233,25 @@ bool AttachThread(ThreadState& t) {
     t.slot = s;
     t.lane = f->ring + uint64_t(i) * f->lane_slots;
     t.lane_mask = f->lane_slots - 1;
+    t.fast_generation = g_clock_is_tsc ? gen : 0;
     pthread_setspecific(g_thread_key, s);
     return true;
   }
   __atomic_fetch_add(&f->header->counters.dropped, 1, __ATOMIC_RELAXED);
   return false;
+}
+
+bool CallBeginSlow(ThreadState& t, fmt::Record& r) {
+  if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return false;
+  if (!t.slot) return false;
+  PublishBegin(t, t.slot, r, NowTicks());
+  return true;
+}
+
+void CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result) {
+  // Forked inside the call: the child's file never saw its BEGIN.
+  if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return;
+  PublishEnd(t, t.slot, r, result, NowTicks());
 }
 
 namespace {

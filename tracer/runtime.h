@@ -78,6 +78,10 @@ extern uint32_t g_generation;
 
 struct ThreadState {
   uint32_t generation = 0;      // g_generation when attached; 0: never
+  // g_generation while the record path may take its short way (CallBegin):
+  // attached, with a slot, and the record clock the TSC; 0 otherwise. One
+  // compare then stands for the three.
+  uint32_t fast_generation = 0;
   int32_t tid = 0;
   fmt::ThreadSlot* slot = nullptr;  // null: this thread is not traced
   fmt::Record* lane = nullptr;
@@ -114,16 +118,17 @@ inline fmt::Record NewRecord(uint16_t call) {
 // CallBegin/CallEnd and the framework calls of the C API (api.cc) use it.
 // Only the lane's other writes (RecordEvent) can overwrite these two
 // records while they are published: they move them to the slot first.
-__attribute__((always_inline)) inline void PublishBegin(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r) {
-  r.ticks = NowTicks();
+__attribute__((always_inline)) inline void PublishBegin(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r,
+                                                        uint64_t ticks) {
+  r.ticks = ticks;
   r.tid = uint32_t(t.tid);
   r.kind = uint8_t(fmt::EventKind::kBegin);
   const uint64_t i = LaneWrite(t.lane, t.lane_mask, &s->head, r);
   __atomic_store_n(&s->current_at, i + 1, __ATOMIC_RELEASE);
 }
 __attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r,
-                                                      int32_t result) {
-  r.ticks = NowTicks();
+                                                      int32_t result, uint64_t ticks) {
+  r.ticks = ticks;
   r.kind = uint8_t(fmt::EventKind::kEnd);
   r.result = result;
   const uint64_t i = LaneWrite(t.lane, t.lane_mask, &s->head, r);
@@ -135,16 +140,18 @@ __attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::Threa
 // current call. Returns whether the call is recorded: false when untraced
 // or nested inside another traced call (so MPI's internal calls are not
 // recorded twice). Pass the result to CallEnd, which must always follow.
+// CallBegin and CallEnd off their short way (runtime.cc): the thread's
+// first call (or its first after fork), an untraced thread, another clock.
+bool CallBeginSlow(ThreadState& t, fmt::Record& r);
+void CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result);
 __attribute__((always_inline)) inline bool CallBegin(fmt::Record& r) {
   ThreadState& t = t_thread;
   if (t.depth++ != 0) return false;
-  if (__builtin_expect(t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 0)) {
-    if (!AttachThread(t)) return false;
+  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
+    PublishBegin(t, t.slot, r, TscTicks());
+    return true;
   }
-  fmt::ThreadSlot* s = t.slot;
-  if (!s) return false;
-  PublishBegin(t, s, r);
-  return true;
+  return CallBeginSlow(t, r);
 }
 
 // Leaves the call entered by CallBegin. `r` is the BEGIN record (fields may
@@ -153,11 +160,11 @@ __attribute__((always_inline)) inline void CallEnd(fmt::Record& r, int32_t resul
   ThreadState& t = t_thread;
   --t.depth;
   if (!recorded) return;
-  fmt::ThreadSlot* s = t.slot;
-  if (__builtin_expect(!s || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 0)) {
-    return;  // forked inside the call: the child's file never saw its BEGIN
+  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
+    PublishEnd(t, t.slot, r, result, TscTicks());
+    return;
   }
-  PublishEnd(t, s, r, result);
+  CallEndSlow(t, r, result);
 }
 
 // Waiting by polling (MPI_Test* that retired nothing): the thread's current
@@ -203,9 +210,12 @@ uint16_t RegisterComm(const CommDesc& d);
 void SetCommLabel(uint16_t comm, const char* label);
 void MarkCommFreed(uint16_t comm);
 // The comm's collective counter: returns the new sequence number (1-based).
+// (The runtime's table holds fmt::kMaxComms entries: trace_file.cc lays it
+// out with the default capacities.)
 __attribute__((always_inline)) inline uint64_t NextCollSeq(uint16_t comm) {
-  if (!g_trace || comm >= g_trace->header->sections[fmt::kSecComms].count) return 0;
-  uint64_t* seq = &g_trace->comms[comm].coll_seq;
+  TraceFile* f = g_trace;
+  if (__builtin_expect(!f || comm >= fmt::kMaxComms, 0)) return 0;
+  uint64_t* seq = &f->comms[comm].coll_seq;
   uint64_t v = __atomic_load_n(seq, __ATOMIC_RELAXED) + 1;  // one caller per comm at a time (MPI rule)
   __atomic_store_n(seq, v, __ATOMIC_RELEASE);
   return v;

@@ -345,7 +345,7 @@ bool CreateTraceFile(const Config& c, TraceFile* f, bool named, std::string* err
     return false;
   };
 
-  fmt::Capacities caps;
+  fmt::Capacities caps;  // the default capacities, which NextCollSeq counts on
   caps.lane_slots = c.ring_slots;
   const fmt::Layout layout = fmt::LayOut(caps);
   const fmt::Section* sections = layout.sections;
