@@ -183,7 +183,7 @@ def role_assignments(c):
     return [code.format(c.roles[role]) for role, code in ROLE_CODE if role in c.roles]
 
 
-BLOCKING = """bool rec = CallBegin(r);
+BLOCKING = """bool rec = CallBeginOuter(r);
 int ret = real({args});
 {after}CallEnd(r, ret, rec);
 return ret;"""
@@ -257,7 +257,7 @@ def body(c):
         return (f"int ret = real({args});\nif (ret == MPI_SUCCESS) {{\n"
                 f"  for (int k = 0; k < {r['nreq']}; ++k) PersistentStarted({r['requests']}[k]);\n}}\nreturn ret;")
     if k == "abort":
-        return f"CallBegin(r);  // never ended: the process is going away\nreturn real({args});"
+        return f"CallBeginOuter(r);  // never ended: the process is going away\nreturn real({args});"
     raise ValueError(k)
 
 
@@ -294,7 +294,7 @@ def completion_lines(c, save, status_of, one_based, ok, call, end):
     else:
         retire = f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) Retire(saved[k], {status_of('k')});\n}}"
     if c.kind == "wait":
-        return lines + ["bool rec = CallBegin(r);", call, retire, end]
+        return lines + ["bool rec = CallBeginOuter(r);", call, retire, end]
     # Polled: only the retired requests are recorded; a poll that retires
     # nothing marks the thread as waiting by polling (NotePolling).
     waiting = f"{ok} && *{r['outcount']} == 0" if "outcount" in r else f"{ok} && !*{r['flag']}"
@@ -452,22 +452,22 @@ def fortran_body(c):
                                    "-1, -1, true, true);",
                                    f"  Posted(r, FortranRequest(*{r['request']}));", "}"])
     if k == "abort":
-        return "\n".join(lines + ["CallBegin(r);  // never ended: the process is going away", call])
+        return "\n".join(lines + ["CallBeginOuter(r);  // never ended: the process is going away", call])
     if k == "sendrecv":
         lines += ["fmt::Record recv = r;", "recv.seq = 0;", "recv.flags = 0;",
                   f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", "SequenceReceive(recv);",
-                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "bool rec = CallBegin(r);", call,
+                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "bool rec = CallBeginOuter(r);", call,
                   f"if ({ok}) {{", f"  ResolveFortranReceive(recv, {r['status']});",
                   "  r.aux = uint32_t(recv.seq);", "  SendrecvSource(r, recv);", "}", "CallEnd(r, *ierr, rec);"]
         return "\n".join(lines)
     if k in ("wait", "test"):
         return "\n".join(lines + fortran_completion(c, call, ok))
     if k == "init":
-        lines += ["LibraryInitializing(true);", "bool rec = CallBegin(r);", call, "LibraryInitializing(false);",
+        lines += ["LibraryInitializing(true);", "bool rec = CallBeginOuter(r);", call, "LibraryInitializing(false);",
                   f"if ({ok}) Initialized(" +
                   (f"*{r['provided']}" if "provided" in r else "MPI_THREAD_SINGLE") + ");"]
     else:
-        lines += ["bool rec = CallBegin(r);", call]
+        lines += ["bool rec = CallBeginOuter(r);", call]
     if k in ("recv", "mrecv"):
         lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
     if k == "probe":
@@ -729,26 +729,26 @@ def gpu_body(c):
         head = {"enqcoll": "r.seq = NextCollSeq(r.comm);",
                 "enqsend": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, true);",
                 "enqrecv": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, false);"}[k]
-        return (f"{head}\nInGroup(r);\nbool rec = CallBegin(r);\n{call}\n"
+        return (f"{head}\nInGroup(r);\nbool rec = CallBeginOuter(r);\n{call}\n"
                 f"if (rec && NcclAccepted(int(ret))) NcclEnqueued(r);\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "gstart":
-        return f"bool rec = CallBegin(r);\n{call}\nif (ret == 0) GroupOpened();\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+        return f"bool rec = CallBeginOuter(r);\n{call}\nif (ret == 0) GroupOpened();\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
     if k == "gend":
-        return (f"bool rec = CallBegin(r);\n{call}\nGroupClosed(NcclAccepted(int(ret)));\n"
+        return (f"bool rec = CallBeginOuter(r);\n{call}\nGroupClosed(NcclAccepted(int(ret)));\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k in ("hook", "seqhook"):
         head = "r.seq = NextCollSeq(r.comm);\n" if k == "seqhook" else ""
-        return (f"{head}bool rec = CallBegin(r);\n{call}\nAfter_{c.name}(r, ret{', ' + a if a else ''});\n"
+        return (f"{head}bool rec = CallBeginOuter(r);\n{call}\nAfter_{c.name}(r, ret{', ' + a if a else ''});\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "poll":
         return (f"{call}\nif (After_{c.name}(r, ret{', ' + a if a else ''})) {{\n"
-                f"  bool rec = CallBegin(r);\n  CallEnd(r, r.result, rec);\n}}\nreturn ret;")
+                f"  bool rec = CallBeginOuter(r);\n  CallEnd(r, r.result, rec);\n}}\nreturn ret;")
     if k == "launch":
-        return (f"bool rec = CallBegin(r);\n{call}\nif (rec && ret == 0) Launched(r, {device});\n"
+        return (f"bool rec = CallBeginOuter(r);\n{call}\nif (rec && ret == 0) Launched(r, {device});\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "sync":
-        return f"bool rec = CallBegin(r);\n{call}\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+        return f"bool rec = CallBeginOuter(r);\n{call}\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
     raise ValueError(k)
 
 

@@ -23,6 +23,8 @@
 #include "interpose/dlsym.h"
 #include "tracer/runtime.h"
 
+// Hidden, as tracer/runtime.h: reached directly from the wrappers.
+#pragma GCC visibility push(hidden)
 namespace hangtrace::gpu {
 
 // --- the symbol table -----------------------------------------------------------
@@ -156,3 +158,4 @@ inline void* EffectiveStream(uint64_t handle, bool ptsz) {
 }
 
 }  // namespace hangtrace::gpu
+#pragma GCC visibility pop

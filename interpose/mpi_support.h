@@ -49,6 +49,8 @@
 #include "tracer/hash.h"
 #include "tracer/runtime.h"
 
+// Hidden, as tracer/runtime.h: reached directly from the wrappers.
+#pragma GCC visibility push(hidden)
 namespace hangtrace::HT_MPI_NS {
 
 
@@ -349,3 +351,4 @@ extern uint16_t g_mpi_call[];
 void RegisterMpiCalls();
 
 }  // namespace hangtrace::HT_MPI_NS
+#pragma GCC visibility pop

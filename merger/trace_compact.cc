@@ -241,7 +241,7 @@ bool WriteCompactCopy(int in, const std::string& from, int out, uint64_t budget,
   }
   for (size_t j = 0; ok && j < archive.size(); ++j) {
     fmt::Record r = archive[j]->rec;
-    r.commit = fmt::Ticket(j);
+    r.commit = fmt::TicketOfVersion(j, h.version);  // the source's version, kept
     ok = WriteAll(out, &r, sizeof(r), ring + (uint64_t(threads) * k + j) * sizeof(fmt::Record));
   }
   munmap(map, size);

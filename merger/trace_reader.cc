@@ -401,7 +401,7 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
         for (uint64_t k = from; k < to; ++k) {
           const uint64_t idx = first + k;
           const fmt::Record* r = &lane[idx & (lane_slots - 1)];
-          const uint32_t want = fmt::Ticket(idx);
+          const uint32_t want = fmt::TicketOfVersion(idx, h.version);
           uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
           if (c1 != want) {
             if (idx < t.head) ++s.events_rejected;

@@ -15,6 +15,8 @@
 #include <x86intrin.h>
 #endif
 
+// Hidden, as tracer/runtime.h: reached directly from the wrappers.
+#pragma GCC visibility push(hidden)
 namespace hangtrace {
 
 // Set once at start-up by the runtime: true when ticks are TSC cycles.
@@ -53,3 +55,4 @@ __attribute__((always_inline)) inline uint64_t TscTicks() {
 bool DetectInvariantTsc();
 
 }  // namespace hangtrace
+#pragma GCC visibility pop

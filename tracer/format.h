@@ -64,7 +64,8 @@ inline constexpr char kNoRoomSuffix[] = ".no-room";
 // read the prefix they know.
 // 3: a thread's current and last calls are named by their places in its
 // lane (ThreadSlot.current_at/last_at, kFeatCallPositions), no longer copied
-// on every call: a reader of version 2 would take stale copies for them.
+// on every call: a reader of version 2 would take stale copies for them;
+// and a record's ticket is its index with the lowest bit set (Ticket).
 inline constexpr uint16_t kVersion = 3;
 inline constexpr uint16_t kOldestReadable = 3;
 inline constexpr uint32_t kEndianTag = 0x01020304u;
@@ -540,10 +541,17 @@ inline bool SeqReadPrefix(const void* src, T* out, size_t bytes, const uint32_t*
   return false;
 }
 
-// The `commit` value of the record at `index` of its lane (never 0, so a
-// zeroed slot is never accepted).
-inline uint32_t Ticket(uint64_t index) {
-  uint32_t t = uint32_t(index + 1);
+// The `commit` value of the record at `index` of its lane: never 0, so a
+// zeroed slot is never accepted, and different for the records one slot
+// holds in turn (index, index + lane_slots, ...; lane_slots >= 2), so a
+// record of another lap is never taken for this one. One instruction on the
+// record path.
+inline uint32_t Ticket(uint64_t index) { return uint32_t(index) | 1u; }
+// The ticket in a file of `version`: files of version 2 and older wrote
+// uint32_t(index + 1), or 1 where that wraps to 0.
+inline uint32_t TicketOfVersion(uint64_t index, uint16_t version) {
+  if (version >= 3) return Ticket(index);
+  const uint32_t t = uint32_t(index + 1);
   return t ? t : 1;
 }
 

@@ -11,7 +11,8 @@
 //   4. copy the 60 payload bytes into slot    (plain stores)
 //   5. store slot.commit = ticket(i)          (release: 4 before 5)
 //   6. store thread.head = i + 1              (release: 5 before 6)
-// where ticket(i) = uint32_t(i + 1), or 1 where that wraps to 0.
+// where ticket(i) = uint32_t(i) | 1 (fmt::Ticket: never 0, and another for
+// each lap of a slot, whose indexes differ by the lane's size).
 //
 // Reader, for a lane whose head it loaded (acquire) as h: the readable
 // indexes are [max(0, h - lane_slots), h). For each i:
