@@ -347,7 +347,8 @@ P2pSlot g_p2p[kP2pSize];
 constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits] __attribute__((tls_model("initial-exec"))) = {};
 uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 
-uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P2pStream* cached) {
+uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, uint64_t where, uint64_t who,
+                          P2pStream* cached) {
   // Sends and receives count apart: with two ranks, a send to and a receive
   // from the same peer on the same tag are different streams.
   const uint64_t slot = comm < fmt::kMaxComms ? (uint64_t(g_comm_slot_reuses[comm]) << 16) + comm + 1
@@ -365,7 +366,7 @@ uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P
       }
     }
     if (k == key) {
-      cached->count = &g_p2p[i].count;
+      *cached = {where, who, &g_p2p[i].count, 0};
       return __atomic_add_fetch(&g_p2p[i].count, 1, __ATOMIC_RELAXED);
     }
   }

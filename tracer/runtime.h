@@ -244,10 +244,13 @@ __attribute__((always_inline)) inline uint64_t NextCollSeq(uint16_t comm) {
 // front of the process's table: a hit costs a few compares and one atomic
 // add instead of three hashes and a probe.
 struct P2pStream {
-  uint64_t where;   // communicator slot, its reuse count, direction
+  uint64_t where;   // communicator slot, its reuse count, direction, and
+                    // kStreamMark, so that an empty entry (0) matches none
   uint64_t who;     // peer and tag
-  uint64_t* count;  // the stream's counter in the process's table; null: empty
+  uint64_t* count;  // the stream's counter in the process's table
+  uint64_t pad;     // 32 bytes: an entry's place is one shift
 };
+inline constexpr uint64_t kStreamMark = 1ull << 31;
 inline constexpr unsigned kP2pStreamBits = 3;
 extern constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits]
     __attribute__((tls_model("initial-exec")));
@@ -255,18 +258,20 @@ extern constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits]
 // part of a stream's identity, so a slot's new communicator counts from 1.
 extern uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 // The process's table: the counter of the stream, remembered in `cached`
-// (whose fields the caller has set).
-uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, P2pStream* cached);
+// as (where, who) once found.
+uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, uint64_t where, uint64_t who,
+                          P2pStream* cached);
 __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
-  const uint64_t reuses = comm < fmt::kMaxComms ? g_comm_slot_reuses[comm] : 0;
-  const uint64_t where = (reuses << 32) | (uint64_t(comm) << 1) | (send ? 1 : 0);
+  // kNoComm reads the reuses of the table's last slot, without a branch: a
+  // record with no communicator has no sequence number worth keeping apart.
+  const uint64_t reuses = g_comm_slot_reuses[comm & (fmt::kMaxComms - 1)];
+  const uint64_t where = (reuses << 32) | kStreamMark | (uint64_t(comm) << 1) | (send ? 1 : 0);
   const uint64_t who = (uint64_t(uint32_t(peer)) << 32) | uint32_t(tag);
   P2pStream& c = t_p2p_streams[Bucket<kP2pStreamBits>(where ^ who)];
-  if (__builtin_expect(c.count && c.where == where && c.who == who, 1)) {
+  if (__builtin_expect(c.where == where && c.who == who, 1)) {
     return __atomic_add_fetch(c.count, 1, __ATOMIC_RELAXED);
   }
-  c = {where, who, nullptr};
-  return NextP2pSeqShared(comm, peer, tag, send, &c);
+  return NextP2pSeqShared(comm, peer, tag, send, where, who, &c);
 }
 // Interns a string (a kernel name) in the file's name table; returns its
 // index + 1, or 0 when untraced or the table is full. Slow path.
