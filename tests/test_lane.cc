@@ -250,6 +250,91 @@ TEST(Lane, CurrentCallStaysVisibleAfterItsBeginIsOverwritten) {
   }
 }
 
+// The last call is named by its END's place in the lane (format version
+// 3): marks written after it, enough to wrap the lane twice, move it into
+// the slot first, so it is still read whole.
+TEST(Lane, LastCallStaysVisibleAfterItsEndIsOverwritten) {
+  uint32_t tid = 0;
+  std::thread t([&] {
+    fmt::Record call = Make(11, 515151);
+    bool rec = CallBegin(call);
+    ASSERT_TRUE(rec);
+    CallEnd(call, 7, rec);
+    tid = t_thread.tid;
+    for (uint64_t n = 0; n < 2 * kLane; ++n) {
+      fmt::Record r = Make(11, n);
+      RecordEvent(r, fmt::EventKind::kMark);
+    }
+    std::string err;
+    auto s = ReadTraceFile(g_trace->path, &err);
+    ASSERT_TRUE(s) << err;
+    bool found = false;
+    for (const ThreadInfo& th : s->threads) {
+      if (th.tid != tid) continue;
+      found = true;
+      EXPECT_FALSE(th.in_call);
+      ASSERT_TRUE(th.has_last);
+      EXPECT_EQ(th.last.seq, 515151u);
+      EXPECT_EQ(th.last.result, 7);
+      EXPECT_TRUE(Intact(th.last));
+    }
+    EXPECT_TRUE(found);
+    for (const Event& e : EventsOfTid(*s, tid)) EXPECT_NE(e.rec.seq, 515151u) << "END should be overwritten";
+  });
+  t.join();
+}
+
+// A reader beside a thread that enters and leaves calls (and writes marks,
+// which move published records into the slot) sees one moment each time: a
+// call open is never also its last one, the last is older than the open
+// one, and each is whole.
+TEST(Lane, ACallIsNeverSeenOpenAndEndedAtOnce) {
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> slot_index{UINT32_MAX};
+  std::thread writer([&] {
+    for (uint64_t n = 1; !stop; ++n) {
+      fmt::Record call = Make(13, n);
+      bool rec = CallBegin(call);
+      ASSERT_TRUE(rec);
+      if (slot_index == UINT32_MAX) slot_index = uint32_t(t_thread.slot - g_trace->threads);
+      if (n % 7 == 0) {
+        for (int k = 0; k < 300; ++k) {  // a long call's completions
+          fmt::Record r = Make(13, n);
+          RecordEvent(r, fmt::EventKind::kMark);
+        }
+      }
+      CallEnd(call, 0, rec);
+    }
+  });
+  while (slot_index == UINT32_MAX) std::this_thread::yield();
+  const uint32_t i = slot_index;
+  uint64_t both = 0, stable = 0;
+  for (int k = 0; k < 200000; ++k) {
+    fmt::ThreadCalls c;
+    if (!fmt::ReadThreadCalls(&g_trace->threads[i], g_trace->ring + uint64_t(i) * g_trace->lane_slots,
+                              g_trace->lane_slots, g_trace->header->features, &c, 4)) {
+      continue;
+    }
+    ++stable;
+    if (c.in_call) {
+      EXPECT_EQ(c.current.kind, uint8_t(fmt::EventKind::kBegin));
+      EXPECT_TRUE(Intact(c.current));
+    }
+    if (c.has_last) {
+      EXPECT_EQ(c.last.kind, uint8_t(fmt::EventKind::kEnd));
+      EXPECT_TRUE(Intact(c.last));
+    }
+    if (c.in_call && c.has_last) {
+      ++both;
+      ASSERT_LT(c.last.seq, c.current.seq) << "the call open must come after the last one ended";
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_GT(stable, 1000u);
+  EXPECT_GT(both, 0u);
+}
+
 TEST(Lane, NestedCallsAreRecordedOnce) {
   fmt::Record outer = Make(11, 1), inner = Make(11, 2);
   uint32_t tid = 0;
