@@ -144,9 +144,10 @@ bool SparseCopy(int in, int out, off_t size) {
 // is wrong with it, and reads what remains. The copy is the snapshot the
 // analysis reads; a record being written during the copy is left out,
 // never misread (its commit word does not check). `owner`: the uid the file
-// must belong to. `bytes`: what the copy takes.
+// must belong to. `bytes`: what the copy takes. `note`: why a file was
+// copied whole though a compact copy was asked for ("" otherwise).
 bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::string& name, bool full, uint64_t* bytes,
-               std::string* error) {
+               std::string* error, std::string* note) {
   int in = open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) {
     *error = from + ": " + strerror(errno);
@@ -168,7 +169,10 @@ bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::st
   CompactCopyStats stats;
   std::string why;
   bool ok = !full && WriteCompactCopy(in, from, out, kCompactBudgetBytes, &stats, &why);
-  if (!ok) ok = ftruncate(out, 0) == 0 && SparseCopy(in, out, st.st_size);  // nothing of a failed compaction left
+  if (!ok) {
+    if (!full) *note = name + ": copied whole, since it could not be compacted (" + why + ")";
+    ok = ftruncate(out, 0) == 0 && SparseCopy(in, out, st.st_size);  // nothing of a failed compaction left
+  }
   struct stat copied;
   if (ok && fstat(out, &copied) == 0) *bytes = uint64_t(copied.st_blocks) * 512;
   if (!ok) *error = name + ": " + strerror(errno);
@@ -514,7 +518,9 @@ int DumpCommand(int argc, char** argv) {
     if (t.trace.empty() || node_fd < 0) continue;
     std::string err;
     uint64_t bytes = 0;
-    if (!CopyTrace(t.trace, t.owner, node_fd, t.copy, full, &bytes, &err)) warnings.push_back("cannot copy " + err);
+    std::string note;
+    if (!CopyTrace(t.trace, t.owner, node_fd, t.copy, full, &bytes, &err, &note)) warnings.push_back("cannot copy " + err);
+    if (!note.empty()) warnings.push_back(note);
     else copied_bytes += bytes, ++copied;
   }
   std::vector<ProcessStacks> stacks(targets.size());

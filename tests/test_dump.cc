@@ -3,6 +3,7 @@
 // The dump must read every thread's stack from outside, leave the target
 // exactly as it found it, and write a folder that `hangtrace analyze` reads.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "merger/node_dump.h"
+#include "tracer/format.h"
 #include "tests/test_util.h"
 
 namespace hangtrace {
@@ -205,6 +207,34 @@ TEST(Dump, ADeadProcessLeavesItsTraceFileAndTheAnalysisReadsTheFolder) {
   ASSERT_EQ(r.exit_code, 3) << "killed in a call: a crash found; " << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks_with_trace"], "0");
+}
+
+// A file the compaction cannot read is copied whole, and the dump says so
+// (the analysis then names what is wrong with it).
+TEST(Dump, AFileThatCannotBeCompactedIsCopiedWholeAndSaysSo) {
+  TempDir dir, out;
+  {
+    Parked p(dir, 1);
+  }
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/job")) {
+    if (e.path().extension() == ".htrace") file = e.path();
+  }
+  ASSERT_FALSE(file.empty());
+  {
+    const uint32_t wrong_record_size = 32;
+    int fd = open(file.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, &wrong_record_size, sizeof(wrong_record_size), offsetof(fmt::FileHeader, record_size)),
+              ssize_t(sizeof(wrong_record_size)));
+    close(fd);
+  }
+  nlohmann::json node = Dump(dir, out.path());
+  bool said = false;
+  for (const auto& w : node.value("warnings", nlohmann::json::array())) {
+    said = said || w.get<std::string>().find("copied whole, since it could not be compacted") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << node.dump();
 }
 
 TEST(Dump, StacksFromTheDumpReachTheMergedTree) {
