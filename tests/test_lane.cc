@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -70,6 +71,20 @@ std::vector<Event> EventsOfTid(const TraceSnapshot& s, uint32_t tid) {
     if (e.rec.tid == tid) out.push_back(e);
   }
   return out;
+}
+
+// Thread `tid` as a reader finds it in the file now, and its events; none
+// when the file lists no such thread (a failure when it cannot be read).
+std::optional<ThreadInfo> ThreadNow(uint32_t tid, std::vector<Event>* events = nullptr) {
+  std::string err;
+  auto s = ReadTraceFile(g_trace->path, &err);
+  EXPECT_TRUE(s) << err;
+  if (!s) return std::nullopt;
+  if (events) *events = EventsOfTid(*s, tid);
+  for (const ThreadInfo& th : s->threads) {
+    if (th.tid == tid) return th;
+  }
+  return std::nullopt;
 }
 
 TEST(Lane, WrapKeepsTheNewestRecordsInOrder) {
@@ -228,26 +243,16 @@ TEST(Lane, CurrentCallStaysVisibleAfterItsBeginIsOverwritten) {
     CallEnd(call, 0, rec);
   });
   while (!entered) std::this_thread::yield();
-  std::string err;
-  auto s = ReadTraceFile(g_trace->path, &err);
-  ASSERT_TRUE(s) << err;
-  bool found = false;
-  for (const ThreadInfo& th : s->threads) {
-    if (th.tid != tid) continue;
-    found = true;
-    EXPECT_TRUE(th.in_call);
-    EXPECT_EQ(th.current.seq, 424242u);
-    EXPECT_TRUE(Intact(th.current));
-  }
-  EXPECT_TRUE(found);
-  for (const Event& e : EventsOfTid(*s, tid)) EXPECT_NE(e.rec.seq, 424242u) << "BEGIN should be overwritten";
+  std::vector<Event> events;
+  std::optional<ThreadInfo> th = ThreadNow(tid, &events);
+  ASSERT_TRUE(th);
+  EXPECT_TRUE(th->in_call);
+  EXPECT_EQ(th->current.seq, 424242u);
+  EXPECT_TRUE(Intact(th->current));
+  for (const Event& e : events) EXPECT_NE(e.rec.seq, 424242u) << "BEGIN should be overwritten";
   release = true;
   t.join();
-  s = ReadTraceFile(g_trace->path, &err);
-  ASSERT_TRUE(s) << err;
-  for (const ThreadInfo& th : s->threads) {
-    if (th.tid == tid) ADD_FAILURE() << "an exited thread's slot must be released";
-  }
+  EXPECT_FALSE(ThreadNow(tid)) << "an exited thread's slot must be released";
 }
 
 // The last call is named by its END's place in the lane (format version
@@ -265,21 +270,15 @@ TEST(Lane, LastCallStaysVisibleAfterItsEndIsOverwritten) {
       fmt::Record r = Make(11, n);
       RecordEvent(r, fmt::EventKind::kMark);
     }
-    std::string err;
-    auto s = ReadTraceFile(g_trace->path, &err);
-    ASSERT_TRUE(s) << err;
-    bool found = false;
-    for (const ThreadInfo& th : s->threads) {
-      if (th.tid != tid) continue;
-      found = true;
-      EXPECT_FALSE(th.in_call);
-      ASSERT_TRUE(th.has_last);
-      EXPECT_EQ(th.last.seq, 515151u);
-      EXPECT_EQ(th.last.result, 7);
-      EXPECT_TRUE(Intact(th.last));
-    }
-    EXPECT_TRUE(found);
-    for (const Event& e : EventsOfTid(*s, tid)) EXPECT_NE(e.rec.seq, 515151u) << "END should be overwritten";
+    std::vector<Event> events;
+    std::optional<ThreadInfo> th = ThreadNow(tid, &events);
+    ASSERT_TRUE(th);
+    EXPECT_FALSE(th->in_call);
+    ASSERT_TRUE(th->has_last);
+    EXPECT_EQ(th->last.seq, 515151u);
+    EXPECT_EQ(th->last.result, 7);
+    EXPECT_TRUE(Intact(th->last));
+    for (const Event& e : events) EXPECT_NE(e.rec.seq, 515151u) << "END should be overwritten";
   });
   t.join();
 }
