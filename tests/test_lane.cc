@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <cstring>
@@ -307,8 +308,15 @@ TEST(Lane, ACallIsNeverSeenOpenAndEndedAtOnce) {
   });
   while (slot_index == UINT32_MAX) std::this_thread::yield();
   const uint32_t i = slot_index;
+  // At least 200,000 reads, and on until a few were whole with a call open
+  // and a last one (a machine of any speed, a writer descheduled): 10 s at
+  // most. No ASSERT in the loop: the writer must be joined.
   uint64_t both = 0, stable = 0;
-  for (int k = 0; k < 200000; ++k) {
+  bool ordered = true;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (uint64_t k = 0; ordered && (k < 200000 || stable < 1000 || both == 0) &&
+                       std::chrono::steady_clock::now() < give_up;
+       ++k) {
     fmt::ThreadCalls c;
     if (!fmt::ReadThreadCalls(&g_trace->threads[i], g_trace->ring + uint64_t(i) * g_trace->lane_slots,
                               g_trace->lane_slots, g_trace->header->features, &c, 4)) {
@@ -325,12 +333,14 @@ TEST(Lane, ACallIsNeverSeenOpenAndEndedAtOnce) {
     }
     if (c.in_call && c.has_last) {
       ++both;
-      ASSERT_LT(c.last.seq, c.current.seq) << "the call open must come after the last one ended";
+      ordered = c.last.seq < c.current.seq;
+      EXPECT_TRUE(ordered) << "the call open (" << c.current.seq << ") must come after the last one ended ("
+                           << c.last.seq << ")";
     }
   }
   stop = true;
   writer.join();
-  EXPECT_GT(stable, 1000u);
+  EXPECT_GE(stable, 1000u);
   EXPECT_GT(both, 0u);
 }
 
