@@ -157,19 +157,25 @@ grep -q 'ranks 6-7 are missing from the dump (its node sent none' "$work/report2
 # waits at.
 scancel --quiet "$job" 2>/dev/null || true
 kill -9 "$srun_pid" 2>/dev/null || true
-start_py() {  # $1: attempt
-  srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=pyhang \
-    "$build/bin/hangtrace" run --dir "$work/pytraces$1" --timeout 0 --no-stacks -- \
-    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
-    > "$work/py.out" 2>&1 &
+# Starts an 8-rank job on the 4 nodes: true once its first step ran; else
+# says why (its output) and ends it.
+start_job() {  # NAME OUTPUT COMMAND...
+  local name=$1 out=$2 i
+  shift 2
+  srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name="$name" "$@" > "$out" 2>&1 &
   srun_pid=$!
   disown "$srun_pid"
-  for i in $(seq 120); do grep -q 'step 1 loss' "$work/py.out" && return 0; sleep 0.5; done
-  # It did not run: say why, from its own trace files too.
-  cat "$work/py.out"
-  "$build/bin/hangtrace" analyze "$work/pytraces$1" 2>&1 | head -20 || true
-  scancel --quiet --name=pyhang 2>/dev/null || true
+  for i in $(seq 120); do grep -q 'step 1 loss' "$out" && return 0; sleep 0.5; done
+  cat "$out"
+  scancel --quiet --name="$name" 2>/dev/null || true
   kill -9 "$srun_pid" 2>/dev/null || true
+  return 1
+}
+start_py() {  # $1: attempt
+  start_job pyhang "$work/py.out" "$build/bin/hangtrace" run --dir "$work/pytraces$1" --timeout 0 --no-stacks -- \
+    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 && return 0
+  # It did not run: say why from its own trace files too.
+  "$build/bin/hangtrace" analyze "$work/pytraces$1" 2>&1 | head -20 || true
   return 1
 }
 # The same Open MPI wire-up failure as above may end it at start: once more.
@@ -195,13 +201,18 @@ kill -9 "$srun_pid" 2>/dev/null || true
 # srun-dump finds its ranks by SLURM_JOB_ID on each node, their ranks from
 # their environment, their stacks from outside; the report says it stands
 # on stacks alone.
-srun -N 4 --ntasks-per-node=2 --mpi=pmix --job-name=untraced \
-  /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 \
-  > "$work/untraced.out" 2>&1 &
-srun_pid=$!
-disown "$srun_pid"
-for i in $(seq 120); do grep -q 'step 1 loss' "$work/untraced.out" && break; sleep 0.5; done
-grep -q 'step 1 loss' "$work/untraced.out" || { cat "$work/untraced.out"; fail "the untraced job did not run"; }
+# The Python job's ranks gone first (their ports and shared memory freed):
+# under load, a job started beside a dying one failed its wire-up (a rank
+# crashed in Open MPI's shared-memory setup), as the retries above allow for.
+for i in $(seq 40); do [ -z "$(squeue -h -n pyhang -o %i)" ] && break; sleep 0.25; done
+start_untraced() {
+  start_job untraced "$work/untraced.out" \
+    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50
+}
+if ! start_untraced; then
+  echo "the untraced job ended before running; trying once more"
+  start_untraced || fail "the untraced job did not run, twice"
+fi
 sleep 1
 job=$(squeue -h -n untraced -o %i | head -1)
 status=0
