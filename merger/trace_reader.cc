@@ -400,18 +400,12 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
       auto read = [&](uint64_t from, uint64_t to) {
         for (uint64_t k = from; k < to; ++k) {
           const uint64_t idx = first + k;
-          const fmt::Record* r = &lane[idx & (lane_slots - 1)];
-          const uint32_t want = fmt::TicketOfVersion(idx, h.version);
-          uint32_t c1 = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE);
-          if (c1 != want) {
-            if (idx < t.head) ++s.events_rejected;
-            continue;
-          }
           Event e;
-          memcpy(&e.rec, r, sizeof(e.rec));
-          __atomic_thread_fence(__ATOMIC_ACQUIRE);
-          if (__atomic_load_n(&r->commit, __ATOMIC_RELAXED) != want) {
-            ++s.events_rejected;
+          const fmt::LaneRead got =
+              fmt::ReadLaneSlot(&lane[idx & (lane_slots - 1)], fmt::TicketOfVersion(idx, h.version), &e.rec);
+          if (got != fmt::LaneRead::kRead) {
+            // The probe one past the head counts only if torn: it may never have been written.
+            if (got == fmt::LaneRead::kTorn || idx < t.head) ++s.events_rejected;
             continue;
           }
           e.lane = i;

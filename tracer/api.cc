@@ -99,19 +99,8 @@ std::unordered_map<uint64_t, fmt::Record>* g_posted = nullptr;
 
 // A framework call's BEGIN as the thread's current call (without the
 // re-entrancy guard), and its END: the protocol of CallBegin/CallEnd.
-bool FrameworkBegin(fmt::Record& r) {
-  ThreadState& t = t_thread;
-  if (t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED) && !AttachThread(t)) return false;
-  if (!t.slot) return false;
-  PublishBegin(t, t.slot, r, NowTicks());
-  return true;
-}
-bool FrameworkEnd(fmt::Record& r, int32_t result) {
-  ThreadState& t = t_thread;
-  if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return false;  // forked inside it
-  PublishEnd(t, t.slot, r, result, NowTicks());
-  return true;
-}
+bool FrameworkBegin(fmt::Record& r) { return CallBeginSlow(t_thread, r); }
+bool FrameworkEnd(fmt::Record& r, int32_t result) { return CallEndSlow(t_thread, r, result); }
 
 // A receive from any source learns its source when it ends: its
 // point-to-point sequence number is counted then (as ResolveReceive does).

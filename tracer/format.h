@@ -555,15 +555,16 @@ inline uint32_t TicketOfVersion(uint64_t index, uint16_t version) {
   return t ? t : 1;
 }
 
-// The reader's side of the lane protocol (tracer/lane.h) for one record:
-// false unless the slot holds the record of `index`, whole.
-inline bool ReadLaneRecord(const Record* lane, uint64_t lane_slots, uint64_t index, Record* out) {
-  const Record* slot = &lane[index & (lane_slots - 1)];
-  const uint32_t want = Ticket(index);
-  if (__atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE) != want) return false;
+// The reader's side of the lane protocol (tracer/lane.h) for the lane slot
+// that should hold the record whose ticket is `want`: kAbsent when it held
+// another record (or none) before the copy, kTorn when it changed during
+// the copy (`out` is then no record).
+enum class LaneRead { kRead, kAbsent, kTorn };
+inline LaneRead ReadLaneSlot(const Record* slot, uint32_t want, Record* out) {
+  if (__atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE) != want) return LaneRead::kAbsent;
   memcpy(static_cast<void*>(out), slot, sizeof(Record));
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return __atomic_load_n(&slot->commit, __ATOMIC_RELAXED) == want;
+  return __atomic_load_n(&slot->commit, __ATOMIC_RELAXED) == want ? LaneRead::kRead : LaneRead::kTorn;
 }
 
 // The global id of MPI_COMM_WORLD ("WORLD" ... 1): the same on every rank
@@ -599,6 +600,8 @@ inline constexpr int32_t kNullPeer = -3;  // MPI_PROC_NULL: completes at once
 // Without the feature (older files, the simulator's and compact copies),
 // `current` and `last` are the calls, kind kBegin/kEnd, kEmpty when none.
 inline constexpr uint64_t kAtCopy = 1ull << 63;
+// Whether a thread whose slot holds these two words is in a call.
+inline bool InCall(uint64_t current_at, uint64_t last_at) { return (current_at & ~kAtCopy) > (last_at & ~kAtCopy); }
 struct ThreadSlot {
   uint32_t version;     // seqlock word over current/last (owner writes)
   uint32_t tid;         // owner's kernel tid; 0: free
@@ -653,7 +656,8 @@ inline bool ReadThreadCalls(const ThreadSlot* s, const Record* lane, uint64_t la
   }
   auto read = [&](uint64_t at, const Record* copy, EventKind kind, Record* rec) {
     const bool got = (at & kAtCopy) ? SeqRead(copy, rec, &s->version, 1)
-                                    : lane && ReadLaneRecord(lane, lane_slots, at - 1, rec);
+                                    : lane && ReadLaneSlot(&lane[(at - 1) & (lane_slots - 1)], Ticket(at - 1),
+                                                           rec) == LaneRead::kRead;
     return got && rec->kind == uint8_t(kind);
   };
   for (int attempt = 0; attempt < attempts; ++attempt) {
@@ -662,9 +666,10 @@ inline bool ReadThreadCalls(const ThreadSlot* s, const Record* lane, uint64_t la
     const uint64_t l = __atomic_load_n(&s->last_at, __ATOMIC_ACQUIRE);
     const uint64_t c = __atomic_load_n(&s->current_at, __ATOMIC_ACQUIRE);
     ThreadCalls got;
-    got.in_call = (c & ~kAtCopy) > (l & ~kAtCopy) && read(c, &s->current, EventKind::kBegin, &got.current);
-    got.has_last = (l & ~kAtCopy) != 0 && read(l, &s->last, EventKind::kEnd, &got.last);
-    const bool whole = got.in_call == ((c & ~kAtCopy) > (l & ~kAtCopy)) && got.has_last == ((l & ~kAtCopy) != 0);
+    const bool in_call = InCall(c, l), has_last = (l & ~kAtCopy) != 0;
+    got.in_call = in_call && read(c, &s->current, EventKind::kBegin, &got.current);
+    got.has_last = has_last && read(l, &s->last, EventKind::kEnd, &got.last);
+    const bool whole = got.in_call == in_call && got.has_last == has_last;
     *out = got;
     if (whole && __atomic_load_n(&s->last_at, __ATOMIC_ACQUIRE) == l &&
         __atomic_load_n(&s->current_at, __ATOMIC_ACQUIRE) == c) {

@@ -248,10 +248,11 @@ bool CallBeginSlow(ThreadState& t, fmt::Record& r) {
   return true;
 }
 
-void CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result) {
+bool CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result) {
   // Forked inside the call: the child's file never saw its BEGIN.
-  if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return;
+  if (!t.slot || t.generation != __atomic_load_n(&g_generation, __ATOMIC_RELAXED)) return false;
   PublishEnd(t, t.slot, r, result, NowTicks());
+  return true;
 }
 
 namespace {
@@ -259,7 +260,7 @@ namespace {
 // t.poll_ticks (no call has replaced it).
 bool StillPolling(const ThreadState& t, const fmt::ThreadSlot* s) {
   const uint64_t c = s->current_at;
-  return (c & fmt::kAtCopy) && (c & ~fmt::kAtCopy) > (s->last_at & ~fmt::kAtCopy) &&
+  return (c & fmt::kAtCopy) && fmt::InCall(c, s->last_at) &&
          s->current.kind == uint8_t(fmt::EventKind::kBegin) && s->current.ticks == t.poll_ticks;
 }
 
@@ -282,7 +283,7 @@ void KeepCallsVisible(ThreadState& t, fmt::ThreadSlot* s) {
     __atomic_store_n(at, a | fmt::kAtCopy, __ATOMIC_RELEASE);
   };
   keep(&s->last_at, &s->last);
-  if ((s->current_at & ~fmt::kAtCopy) > (s->last_at & ~fmt::kAtCopy)) keep(&s->current_at, &s->current);
+  if (fmt::InCall(s->current_at, s->last_at)) keep(&s->current_at, &s->current);
 }
 }  // namespace
 
@@ -347,13 +348,12 @@ P2pSlot g_p2p[kP2pSize];
 constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits] __attribute__((tls_model("initial-exec"))) = {};
 uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 
-uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, uint64_t where, uint64_t who,
-                          P2pStream* cached) {
-  // Sends and receives count apart: with two ranks, a send to and a receive
-  // from the same peer on the same tag are different streams.
-  const uint64_t slot = comm < fmt::kMaxComms ? (uint64_t(g_comm_slot_reuses[comm]) << 16) + comm + 1
-                                              : uint64_t(comm) + 1;
-  uint64_t key = Combine(Combine(Combine(slot, uint64_t(uint32_t(peer))), uint64_t(uint32_t(tag))), send ? 1 : 2);
+uint64_t NextP2pSeqShared(uint64_t where, uint64_t who, P2pStream* cached) {
+  // The stream's exact fields (NextP2pSeq), hashed: its communicator slot
+  // and that slot's reuses, its direction (with two ranks, a send to and a
+  // receive from the same peer on the same tag are different streams), its
+  // peer and tag.
+  uint64_t key = Combine(Mix(where), who);
   if (key < 3) key += 3;
   for (size_t i = key & (kP2pSize - 1), n = 0; n < kP2pSize; i = (i + 1) & (kP2pSize - 1), ++n) {
     uint64_t k = __atomic_load_n(&g_p2p[i].key, __ATOMIC_ACQUIRE);

@@ -119,7 +119,7 @@ inline fmt::Record NewRecord(uint16_t call) {
 // BEGIN into the lane, its place published as the thread's current call;
 // its END into the lane, its place published as the last call, which ends
 // the current one (fmt::ThreadSlot: in a call while current_at > last_at).
-// CallBegin/CallEnd and the framework calls of the C API (api.cc) use it.
+// CallBegin/CallEnd use it (and through their slow ways the C API's framework calls).
 // Only the lane's other writes (RecordEvent) can overwrite these two
 // records while they are published: they move them to the slot first.
 __attribute__((always_inline)) inline void PublishBegin(ThreadState& t, fmt::ThreadSlot* s, fmt::Record& r,
@@ -139,24 +139,12 @@ __attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::Threa
   __atomic_store_n(&s->last_at, i + 1, __ATOMIC_RELEASE);
 }
 
-// Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
-// Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
-// current call. Returns whether the call is recorded: false when untraced
-// or nested inside another traced call (so MPI's internal calls are not
-// recorded twice). Pass the result to CallEnd, which must always follow.
 // CallBegin and CallEnd off their short way (runtime.cc): the thread's
 // first call (or its first after fork), an untraced thread, another clock.
+// Each says whether it recorded; the framework calls of the C API (api.cc),
+// which take no guard, go this way.
 bool CallBeginSlow(ThreadState& t, fmt::Record& r);
-void CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result);
-__attribute__((always_inline)) inline bool CallBegin(fmt::Record& r) {
-  ThreadState& t = t_thread;
-  if (t.depth++ != 0) return false;
-  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
-    PublishBegin(t, t.slot, r, TscTicks());
-    return true;
-  }
-  return CallBeginSlow(t, r);
-}
+bool CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result);
 
 // CallBegin where the caller has just found the thread in no traced call
 // (the wrappers' Tracing()): the re-entrancy guard is set without a look.
@@ -168,6 +156,18 @@ __attribute__((always_inline)) inline bool CallBeginOuter(fmt::Record& r) {
     return true;
   }
   return CallBeginSlow(t, r);
+}
+// Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
+// Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
+// current call. Returns whether the call is recorded: false when untraced
+// or nested inside another traced call (so MPI's internal calls are not
+// recorded twice). Pass the result to CallEnd, which must always follow.
+__attribute__((always_inline)) inline bool CallBegin(fmt::Record& r) {
+  if (t_thread.depth != 0) {
+    ++t_thread.depth;
+    return false;
+  }
+  return CallBeginOuter(r);
 }
 
 // Leaves the call entered by CallBegin. `r` is the BEGIN record (fields may
@@ -259,8 +259,7 @@ extern constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits]
 extern uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 // The process's table: the counter of the stream, remembered in `cached`
 // as (where, who) once found.
-uint64_t NextP2pSeqShared(uint16_t comm, int32_t peer, int32_t tag, bool send, uint64_t where, uint64_t who,
-                          P2pStream* cached);
+uint64_t NextP2pSeqShared(uint64_t where, uint64_t who, P2pStream* cached);
 __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
   // kNoComm reads the reuses of the table's last slot, without a branch: a
   // record with no communicator has no sequence number worth keeping apart.
@@ -271,7 +270,7 @@ __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t
   if (__builtin_expect(c.where == where && c.who == who, 1)) {
     return __atomic_add_fetch(c.count, 1, __ATOMIC_RELAXED);
   }
-  return NextP2pSeqShared(comm, peer, tag, send, where, who, &c);
+  return NextP2pSeqShared(where, who, &c);
 }
 // Interns a string (a kernel name) in the file's name table; returns its
 // index + 1, or 0 when untraced or the table is full. Slow path.
