@@ -38,7 +38,7 @@ void BM_BeginEndPair(benchmark::State& state) {
   uint64_t n = 0;
   for (auto _ : state) {
     r.seq = ++n;
-    bool rec = CallBegin(r);
+    Recorded rec = CallBegin(r);
     CallEnd(r, 0, rec);
   }
   benchmark::DoNotOptimize(r);
@@ -53,7 +53,7 @@ void BM_BeginEndPairUntraced(benchmark::State& state) {
   t_thread.slot = nullptr;
   t_thread.generation = __atomic_load_n(&g_generation, __ATOMIC_RELAXED);
   for (auto _ : state) {
-    bool rec = CallBegin(r);
+    Recorded rec = CallBegin(r);
     CallEnd(r, 0, rec);
     benchmark::DoNotOptimize(rec);
   }

@@ -179,11 +179,36 @@ ROLE_CODE = [
 ]
 
 
+# Kinds whose sequence number is a stream's: the communicator comes with
+# its streams' part of the key (CommForStreams, `cs`).
+STREAM_KINDS = {"send", "isend", "recv", "irecv", "sendrecv"}
+STREAM_COMM = "const CommStreams cs = {}({});\nr.comm = cs.index;"
+
+
+def new_record(c, index_expr, roles):
+    """The record's first line: NewRecord, told which of the communicator
+    and the peer the wrapper's own lines set on every path (`roles`: the
+    roles whose lines it emits)."""
+    sets = []
+    if "comm" in roles or "freecomm" in roles:
+        sets.append("kSetsComm")
+    if "peer" in roles or "root" in roles:
+        sets.append("kSetsPeer")
+    return f"fmt::Record r = NewRecord({index_expr}{', ' + ' | '.join(sets) if sets else ''});"
+
+
 def role_assignments(c):
-    return [code.format(c.roles[role]) for role, code in ROLE_CODE if role in c.roles]
+    lines = []
+    for role, code in ROLE_CODE:
+        if role not in c.roles:
+            continue
+        if role == "comm" and c.kind in STREAM_KINDS:
+            code = STREAM_COMM.format("CommForStreams", "{}")
+        lines += code.format(c.roles[role]).split("\n")
+    return lines
 
 
-BLOCKING = """bool rec = CallBeginOuter(r);
+BLOCKING = """const Recorded rec = CallBeginOuter(r);
 int ret = real({args});
 {after}CallEnd(r, ret, rec);
 return ret;"""
@@ -202,21 +227,25 @@ def body(c):
         return (f"r.seq = NextCollSeq(r.comm);\nint ret = real({args});\n"
                 f"if (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;")
     if k in ("send", "isend"):
-        head = "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
+        head = f"SequenceSend(r, cs.where, {r['peer']}, {r['tag']});\n"
         if k == "send":
             return head + BLOCKING.format(args=args, after="")
         return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
     if k in ("recv", "mrecv"):
-        head = "SequenceReceive(r);\n" if k == "recv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
-        return head + own_status + "\n" + BLOCKING.format(
-            args=c.args(status_sub), after="if (ret == MPI_SUCCESS) ResolveReceive(r, st);\n")
+        # Only a receive with no sequence number yet (a wildcard's, a
+        # matched message's) reads its status: the others pass the
+        # program's on and look at nothing after the call.
+        head = f"SequenceReceive(r, cs.where, {r['peer']}, {r['tag']});\n" if k == "recv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
+        return (head + f"MPI_Status own_status;\nMPI_Status* st = r.seq == 0 && {r['status']} == MPI_STATUS_IGNORE ? "
+                f"&own_status : {r['status']};\n" + BLOCKING.format(
+                    args=c.args(status_sub), after="ReceiveReturned(r, ret, st);\n"))
     if k in ("irecv", "imrecv"):
-        head = "SequenceReceive(r);\n" if k == "irecv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
+        head = f"SequenceReceive(r, cs.where, {r['peer']}, {r['tag']});\n" if k == "irecv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
         return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
     if k == "sendrecv":
-        return ("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);\n"
+        return (f"SequenceSend(r, cs.where, {r['peer']}, {r['tag']});\n"
                 "fmt::Record recv = r;\nrecv.seq = 0;\nrecv.flags = 0;\n"
-                f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\nSequenceReceive(recv);\n"
+                f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\nSequenceReceive(recv, cs.where, {r['recvpeer']}, {r['recvtag']});\n"
                 "r.aux = uint32_t(recv.seq);\nSendrecvSource(r, recv);\n" + own_status + "\n" +
                 BLOCKING.format(args=c.args(status_sub),
                                 after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
@@ -294,7 +323,7 @@ def completion_lines(c, save, status_of, one_based, ok, call, end):
     else:
         retire = f"if ({cond}) {{\n  for (int k = 0; k < {n}; ++k) Retire(saved[k], {status_of('k')});\n}}"
     if c.kind == "wait":
-        return lines + ["bool rec = CallBeginOuter(r);", call, retire, end]
+        return lines + ["const Recorded rec = CallBeginOuter(r);", call, retire, end]
     # Polled: only the retired requests are recorded; a poll that retires
     # nothing marks the thread as waiting by polling (NotePolling).
     waiting = f"{ok} && *{r['outcount']} == 0" if "outcount" in r else f"{ok} && !*{r['flag']}"
@@ -327,6 +356,18 @@ def indent(text, n=2):
     return "\n".join((" " * n + l) if l else l for l in text.split("\n"))
 
 
+def lazy_real(stub, type_, slot, name, call):
+    """The slot of a real function, bound lazily as a PLT entry is: it
+    starts at `stub`, which finds the real function `name`, puts it in the
+    slot and makes the call (`call`, with {} for the function). A wrapper
+    calls through the slot and never tests it."""
+    stub_name = stub.split("(")[0].split()[-1]
+    resolve = f'Resolve({slot}, "{name}")'
+    return [f"static {stub};",
+            f"static {type_} {slot} = {stub_name};",
+            f"static {stub} {{ {call.format(resolve)} }}"]
+
+
 def generate(calls, inc_name):
     out = [
         "// Generated by interpose/gen_wrappers.py from interpose/mpi.spec. Do not edit.",
@@ -350,9 +391,10 @@ def generate(calls, inc_name):
     ]
     for c in calls:
         params = ", ".join(p.text for p in c.params) or "void"
-        out.append(f"static decltype(&P{c.name}) g_real_{c.name};")
+        out += lazy_real(f"int First_{c.name}({params})", f"decltype(&P{c.name})", f"g_real_{c.name}",
+                         f"P{c.name}", f"return {{}}({c.args()});")
         out.append(f"HT_MPI_EXPORT int HT_MPI_SYMBOL({c.name})({params}) {{")
-        out.append(f'  auto real = Real(g_real_{c.name}, "P{c.name}");')
+        out.append(f"  auto real = __atomic_load_n(&g_real_{c.name}, __ATOMIC_ACQUIRE);")
         if c.kind == "setname":
             out.append(f"  int ret = real({c.args()});")
             out.append(f"  if (ret == MPI_SUCCESS && g_trace && MpiReady()) CommNamed({c.roles['comm']}, {c.roles['name']});")
@@ -361,11 +403,13 @@ def generate(calls, inc_name):
             out.append("")
             continue
         out.append(f"  if (!Tracing()) return real({c.args()});")
-        # Start/Startall record nothing of their own: the requests they start
-        # are posted as the Isend/Irecv made with *_init.
+        # Polled calls (test) record no call of their own, only a polling
+        # state; Start/Startall nothing of their own: the requests they
+        # start are posted as the Isend/Irecv made with *_init.
+        assigned = c.roles if c.kind not in ("test", "start") else {}
         if c.kind != "start":
-            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
-        if c.kind not in ("test", "start"):  # polled: no record of the call itself, only a polling state
+            out.append("  " + new_record(c, f"g_mpi_call[{c.index}]", assigned))
+        if assigned:
             out += ["  " + a for a in role_assignments(c)]
         out.append(indent(body(c)))
         out.append("}")
@@ -418,7 +462,10 @@ def fortran_body(c):
     if c.kind not in ("test", "start"):  # polled, or no record of its own (as in C)
         for role, _ in ROLE_CODE:
             if role in r and role in FORTRAN_ROLE:
-                lines.append(FORTRAN_ROLE[role].format(r[role]))
+                code = FORTRAN_ROLE[role]
+                if role == "comm" and c.kind in STREAM_KINDS:
+                    code = STREAM_COMM.format("FortranCommForStreams", "*{}")
+                lines += code.format(r[role]).split("\n")
     call = "real(" + ", ".join(fortran_params(c)[0] + ["ierr"]) + ");"
     ok = "*ierr == MPI_SUCCESS"
     k = c.kind
@@ -427,9 +474,9 @@ def fortran_body(c):
             lines.append(f"const MPI_Comm freed = FortranComm(*{r['freecomm']});")
         lines.append("r.seq = NextCollSeq(r.comm);")
     elif k in ("send", "isend", "sendrecv"):
-        lines.append("if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, true);")
+        lines.append(f"SequenceSend(r, cs.where, *{r['peer']}, *{r['tag']});")
     elif k in ("recv", "irecv"):
-        lines.append("SequenceReceive(r);")
+        lines.append(f"SequenceReceive(r, cs.where, *{r['peer']}, *{r['tag']});")
     elif k in ("mrecv", "imrecv"):
         lines.append(f"MatchedReceive(r, MessageKey(FortranMessage(*{r['message']})));")
     if k in ("icoll", "isend", "irecv", "imrecv"):
@@ -455,21 +502,21 @@ def fortran_body(c):
         return "\n".join(lines + ["CallBeginOuter(r);  // never ended: the process is going away", call])
     if k == "sendrecv":
         lines += ["fmt::Record recv = r;", "recv.seq = 0;", "recv.flags = 0;",
-                  f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", "SequenceReceive(recv);",
-                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "bool rec = CallBeginOuter(r);", call,
+                  f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", f"SequenceReceive(recv, cs.where, *{r['recvpeer']}, *{r['recvtag']});",
+                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "const Recorded rec = CallBeginOuter(r);", call,
                   f"if ({ok}) {{", f"  ResolveFortranReceive(recv, {r['status']});",
                   "  r.aux = uint32_t(recv.seq);", "  SendrecvSource(r, recv);", "}", "CallEnd(r, *ierr, rec);"]
         return "\n".join(lines)
     if k in ("wait", "test"):
         return "\n".join(lines + fortran_completion(c, call, ok))
     if k == "init":
-        lines += ["LibraryInitializing(true);", "bool rec = CallBeginOuter(r);", call, "LibraryInitializing(false);",
+        lines += ["LibraryInitializing(true);", "const Recorded rec = CallBeginOuter(r);", call, "LibraryInitializing(false);",
                   f"if ({ok}) Initialized(" +
                   (f"*{r['provided']}" if "provided" in r else "MPI_THREAD_SINGLE") + ");"]
     else:
-        lines += ["bool rec = CallBeginOuter(r);", call]
-    if k in ("recv", "mrecv"):
-        lines.append(f"if ({ok}) ResolveFortranReceive(r, {r['status']});")
+        lines += ["const Recorded rec = CallBeginOuter(r);", call]
+    if k in ("recv", "mrecv"):  # as in C: only a receive with no sequence number yet
+        lines.append(f"if (__builtin_expect(r.seq == 0, 0) && {ok}) ResolveFortranReceive(r, {r['status']});")
     if k == "probe":
         lines += matched
     if k in ("create", "creategrp"):
@@ -520,9 +567,9 @@ def fortran_entry_points(c, fn, params, args):
     real function of that name."""
     out = []
     for s in fortran_symbols(c):
-        out += [f"static {fn}_t* g_realf_{s};",
-                f"HT_MPI_EXPORT void HT_MPI_SYMBOL({s})({params}) {{",
-                f'  {fn}(Real(g_realf_{s}, "{s}"), {args});',
+        out += lazy_real(f"void First_{s}({params})", f"{fn}_t*", f"g_realf_{s}", s, f"{{}}({args});")
+        out += [f"HT_MPI_EXPORT void HT_MPI_SYMBOL({s})({params}) {{",
+                f"  {fn}(__atomic_load_n(&g_realf_{s}, __ATOMIC_ACQUIRE), {args});",
                 "}"]
     return out
 
@@ -541,10 +588,14 @@ def generate_fortran(calls):
         lower = c.name.lower()
         fn = f"F_{c.name}"
         out.append(f"using {fn}_t = void({params});")
-        out.append(f"static void {fn}({fn}_t* real, {params}) {{")
+        # Inline in each of the call's names: a Fortran call pays for one
+        # wrapper's frame, not two (the real function is the names' only
+        # difference).
+        out.append(f"__attribute__((always_inline)) static inline void {fn}({fn}_t* real, {params}) {{")
         out.append(f"  if (!Tracing()) return real(" + ", ".join(names + ["ierr"]) + ");")
         if c.kind != "start":  # the requests it starts are posted as made by *_init
-            out.append(f"  fmt::Record r = NewRecord(g_mpi_call[{c.index}]);")
+            assigned = {role for role in c.roles if role in FORTRAN_ROLE} if c.kind != "test" else set()
+            out.append("  " + new_record(c, f"g_mpi_call[{c.index}]", assigned))
         out.append(indent(fortran_body(c)))
         out.append("}")
         out += fortran_entry_points(c, fn, params, ", ".join(names + ["ierr"]))
@@ -729,26 +780,26 @@ def gpu_body(c):
         head = {"enqcoll": "r.seq = NextCollSeq(r.comm);",
                 "enqsend": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, true);",
                 "enqrecv": "if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, 0, false);"}[k]
-        return (f"{head}\nInGroup(r);\nbool rec = CallBeginOuter(r);\n{call}\n"
-                f"if (rec && NcclAccepted(int(ret))) NcclEnqueued(r);\n"
+        return (f"{head}\nInGroup(r);\nconst Recorded rec = CallBeginOuter(r);\n{call}\n"
+                f"if (rec != Recorded::kNo && NcclAccepted(int(ret))) NcclEnqueued(r);\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "gstart":
-        return f"bool rec = CallBeginOuter(r);\n{call}\nif (ret == 0) GroupOpened();\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+        return f"const Recorded rec = CallBeginOuter(r);\n{call}\nif (ret == 0) GroupOpened();\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
     if k == "gend":
-        return (f"bool rec = CallBeginOuter(r);\n{call}\nGroupClosed(NcclAccepted(int(ret)));\n"
+        return (f"const Recorded rec = CallBeginOuter(r);\n{call}\nGroupClosed(NcclAccepted(int(ret)));\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k in ("hook", "seqhook"):
         head = "r.seq = NextCollSeq(r.comm);\n" if k == "seqhook" else ""
-        return (f"{head}bool rec = CallBeginOuter(r);\n{call}\nAfter_{c.name}(r, ret{', ' + a if a else ''});\n"
+        return (f"{head}const Recorded rec = CallBeginOuter(r);\n{call}\nAfter_{c.name}(r, ret{', ' + a if a else ''});\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "poll":
         return (f"{call}\nif (After_{c.name}(r, ret{', ' + a if a else ''})) {{\n"
-                f"  bool rec = CallBeginOuter(r);\n  CallEnd(r, r.result, rec);\n}}\nreturn ret;")
+                f"  const Recorded rec = CallBeginOuter(r);\n  CallEnd(r, r.result, rec);\n}}\nreturn ret;")
     if k == "launch":
-        return (f"bool rec = CallBeginOuter(r);\n{call}\nif (rec && ret == 0) Launched(r, {device});\n"
+        return (f"const Recorded rec = CallBeginOuter(r);\n{call}\nif (rec != Recorded::kNo && ret == 0) Launched(r, {device});\n"
                 f"CallEnd(r, int32_t(ret), rec);\nreturn ret;")
     if k == "sync":
-        return f"bool rec = CallBeginOuter(r);\n{call}\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
+        return f"const Recorded rec = CallBeginOuter(r);\n{call}\nCallEnd(r, int32_t(ret), rec);\nreturn ret;"
     raise ValueError(k)
 
 

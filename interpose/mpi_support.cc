@@ -22,20 +22,21 @@ namespace hangtrace::HT_MPI_NS {
 
 // What the wrappers read inline (mpi_support.h).
 EnumCache g_dtype_cache, g_redop_cache;
-constinit thread_local EnumCache::Last t_last_dtype __attribute__((tls_model("initial-exec"))) = {0, 0};
-constinit thread_local EnumCache::Last t_last_redop __attribute__((tls_model("initial-exec"))) = {0, 0};
 uint32_t g_comm_epoch = 0;
-constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec"))) = {MPI_Comm{}, 0, 0};
 EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
-constinit thread_local EnumCache::Last t_last_fortran_dtype __attribute__((tls_model("initial-exec"))) = {0, 0};
-constinit thread_local EnumCache::Last t_last_fortran_redop __attribute__((tls_model("initial-exec"))) = {0, 0};
-constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec"))) = {
-    0, 0, fmt::kNoComm};
+constinit thread_local MpiThread t_mpi __attribute__((tls_model("initial-exec")));
 
 namespace {
 
 // --- the real functions ------------------------------------------------------
 
+// The real function in `slot`, found at its first use (the support code's
+// own calls into MPI; the wrappers bind theirs with Resolve).
+template <typename F>
+F* Real(F*& slot, const char* name) {
+  F* f = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);
+  return __builtin_expect(f != nullptr, 1) ? f : Resolve(slot, name);
+}
 #define HT_PMPI(fn) (*Real(g_##fn, "P" #fn))
 decltype(&PMPI_Comm_size) g_MPI_Comm_size;
 decltype(&PMPI_Comm_rank) g_MPI_Comm_rank;
@@ -383,7 +384,7 @@ uint8_t FortranRedopSlow(MPI_Fint op) { return Redop(FortranOp(op)); }
 uint16_t FortranCommIndexSlow(MPI_Fint comm) {
   const uint32_t epoch = __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE);
   const uint16_t index = CommIndex(FortranComm(comm));
-  if (index != fmt::kNoComm) t_last_fortran_comm = {comm, epoch, index};
+  if (index != fmt::kNoComm) t_mpi.fortran_comm = {comm, epoch, index, StreamWhere(index)};
   return index;
 }
 
@@ -449,12 +450,12 @@ MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests) {
 
 uint16_t CommIndexSlow(MPI_Comm comm) {
   const uint32_t epoch = __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE);
-  LastComm& last = t_last_comm;
+  LastComm& last = t_mpi.comm;
   if (comm == g_handles.null) return fmt::kNoComm;
   uint64_t key = HandleKey(comm);
   int found = g_comm_map.Find(key);
   if (found >= 0) {
-    last = {comm, epoch, uint16_t(found)};
+    last = {comm, epoch, uint16_t(found), StreamWhere(uint16_t(found))};
     return uint16_t(found);
   }
   // First sight: the world or self before MPI_Init returned to us, or a comm
@@ -548,6 +549,10 @@ void CommNamed(MPI_Comm comm, const char* name) {
   if (index != fmt::kNoComm && name) SetCommLabel(index, name);
 }
 
+
+void ReceiveUnsequenced(fmt::Record& r, int ret, const MPI_Status* status) {
+  if (ret == MPI_SUCCESS) ResolveReceive(r, status);
+}
 
 void PersistentMade(fmt::Record& r, MPI_Request request) {
   if (request == g_handles.request_null) return;

@@ -145,12 +145,36 @@ struct EnumCache {
   }
 };
 extern EnumCache g_dtype_cache, g_redop_cache;
-extern constinit thread_local EnumCache::Last t_last_dtype __attribute__((tls_model("initial-exec")));
-extern constinit thread_local EnumCache::Last t_last_redop __attribute__((tls_model("initial-exec")));
+
+// The communicator this thread used last (CommIndex), by its C handle or
+// its Fortran integer.
+struct LastComm {
+  MPI_Comm handle;
+  uint32_t epoch;
+  uint16_t index;
+  uint64_t where;  // StreamWhere(index): a slot's reuses change only with the epoch
+};
+struct LastFortranComm {
+  MPI_Fint handle;
+  uint32_t epoch;
+  uint16_t index;  // kNoComm: nothing cached
+  uint64_t where;  // StreamWhere(index), as LastComm's
+};
+// What each thread remembers of its last calls, in one block: the wrappers
+// reach all of it from one TLS offset.
+struct MpiThread {
+  LastComm comm = {MPI_Comm{}, 0, 0, 0};
+  EnumCache::Last dtype = {0, 0};
+  EnumCache::Last redop = {0, 0};
+  LastFortranComm fortran_comm = {0, 0, fmt::kNoComm, 0};
+  EnumCache::Last fortran_dtype = {0, 0};
+  EnumCache::Last fortran_redop = {0, 0};
+};
+extern constinit thread_local MpiThread t_mpi __attribute__((tls_model("initial-exec")));
 __attribute__((always_inline)) inline uint8_t Dtype(MPI_Datatype d) {
-  return g_dtype_cache.Get(d, DtypeSlow, t_last_dtype);
+  return g_dtype_cache.Get(d, DtypeSlow, t_mpi.dtype);
 }
-__attribute__((always_inline)) inline uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow, t_last_redop); }
+__attribute__((always_inline)) inline uint8_t Redop(MPI_Op op) { return g_redop_cache.Get(op, RedopSlow, t_mpi.redop); }
 // MPI_ANY_SOURCE -> fmt::kAnyPeer (and the record flag), MPI_PROC_NULL ->
 // fmt::kNullPeer, other negatives (MPI_ROOT) -> fmt::kNoPeer.
 __attribute__((always_inline)) inline void SetPeer(fmt::Record& r, int peer) {
@@ -189,19 +213,27 @@ uint16_t CommIndexSlow(MPI_Comm comm);
 // holds only for the epoch it was read in (g_comm_epoch is bumped whenever
 // a handle leaves the map or maps anew), so a handle that MPI recycles for
 // a new communicator is never taken for the old one.
-struct LastComm {
-  MPI_Comm handle;
-  uint32_t epoch;
-  uint16_t index;
-};
-extern constinit thread_local LastComm t_last_comm __attribute__((tls_model("initial-exec")));
 extern uint32_t g_comm_epoch;
 __attribute__((always_inline)) inline uint16_t CommIndex(MPI_Comm comm) {
-  const LastComm& last = t_last_comm;
+  const LastComm& last = t_mpi.comm;
   if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
     return last.index;
   }
   return CommIndexSlow(comm);
+}
+// The communicator of a point-to-point call: its index and its streams'
+// StreamWhere, both from the thread's last communicator when it is that.
+struct CommStreams {
+  uint16_t index;
+  uint64_t where;
+};
+__attribute__((always_inline)) inline CommStreams CommForStreams(MPI_Comm comm) {
+  const LastComm& last = t_mpi.comm;
+  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+    return {last.index, last.where};
+  }
+  const uint16_t index = CommIndexSlow(comm);
+  return {index, StreamWhere(index)};
 }
 // After a creating call returned `newcomm` (may be MPI_COMM_NULL on ranks
 // that are not members): registers it. `parent` is the comm it came from.
@@ -219,6 +251,20 @@ void CommNamed(MPI_Comm comm, const char* name);
 __attribute__((always_inline)) inline void SequenceReceive(fmt::Record& r) {
   if (r.peer >= 0 && !(r.flags & fmt::kRecAnyTag)) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
 }
+// The same in a wrapper, which has the communicator's StreamWhere and the
+// call's own source and tag (so the tests are SetPeer's and SetTag's own,
+// on values in registers).
+__attribute__((always_inline)) inline void SequenceReceive(fmt::Record& r, uint64_t comm_where, int source, int tag) {
+  if (__builtin_expect(source >= 0 && tag != MPI_ANY_TAG, 1)) r.seq = NextP2pSeqAt(comm_where, source, tag, false);
+}
+// A send's sequence number, in a wrapper (as SequenceReceive).
+__attribute__((always_inline)) inline void SequenceSend(fmt::Record& r, uint64_t comm_where, int dest, int tag) {
+  if (__builtin_expect(dest >= 0, 1)) r.seq = NextP2pSeqAt(comm_where, dest, tag == MPI_ANY_TAG ? fmt::kAnyTag : tag, true);
+}
+// After a receive returned `ret`: one with no sequence number yet (a
+// wildcard's, a matched message's) is completed from its status; the
+// others look at nothing.
+__attribute__((always_inline)) inline void ReceiveReturned(fmt::Record& r, int ret, const MPI_Status* status);
 // Completes a receive record from its status: resolves a wildcard source or
 // tag and assigns the sequence number then.
 __attribute__((always_inline)) inline void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
@@ -226,6 +272,10 @@ __attribute__((always_inline)) inline void ResolveReceive(fmt::Record& r, const 
   if (r.flags & fmt::kRecAnyPeer) r.peer = status->MPI_SOURCE;
   if (r.flags & fmt::kRecAnyTag) r.tag = status->MPI_TAG;
   if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
+}
+void ReceiveUnsequenced(fmt::Record& r, int ret, const MPI_Status* status);
+__attribute__((always_inline)) inline void ReceiveReturned(fmt::Record& r, int ret, const MPI_Status* status) {
+  if (__builtin_expect(r.seq == 0, 0)) ReceiveUnsequenced(r, ret, status);
 }
 
 // --- nonblocking requests ----------------------------------------------------
@@ -260,35 +310,36 @@ MPI_Datatype FortranType(MPI_Fint type);
 MPI_Op FortranOp(MPI_Fint op);
 // The record's fields from Fortran handles, without a call into the MPI
 // when the handle was seen before: the communicator this thread used last
-// (by its Fortran integer, for the epoch it was read in, as t_last_comm),
+// (by its Fortran integer, for the epoch it was read in, as MpiThread::comm),
 // datatypes and reductions in caches of their own keyed by the integer
 // (an integer a freed derived type or user op leaves to another maps to
 // kOther either way: only predefined ones have names, and they live on).
-struct LastFortranComm {
-  MPI_Fint handle;
-  uint32_t epoch;
-  uint16_t index;  // kNoComm: nothing cached
-};
-extern constinit thread_local LastFortranComm t_last_fortran_comm __attribute__((tls_model("initial-exec")));
 uint16_t FortranCommIndexSlow(MPI_Fint comm);
 __attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
-  const LastFortranComm& last = t_last_fortran_comm;
+  const LastFortranComm& last = t_mpi.fortran_comm;
   if (__builtin_expect(last.index != fmt::kNoComm && last.handle == comm &&
                            last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
     return last.index;
   }
   return FortranCommIndexSlow(comm);
 }
+__attribute__((always_inline)) inline CommStreams FortranCommForStreams(MPI_Fint comm) {
+  const LastFortranComm& last = t_mpi.fortran_comm;
+  if (__builtin_expect(last.index != fmt::kNoComm && last.handle == comm &&
+                           last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+    return {last.index, last.where};
+  }
+  const uint16_t index = FortranCommIndexSlow(comm);
+  return {index, StreamWhere(index)};
+}
 uint8_t FortranDtypeSlow(MPI_Fint type);
 uint8_t FortranRedopSlow(MPI_Fint op);
 extern EnumCache g_fortran_dtype_cache, g_fortran_redop_cache;
-extern constinit thread_local EnumCache::Last t_last_fortran_dtype __attribute__((tls_model("initial-exec")));
-extern constinit thread_local EnumCache::Last t_last_fortran_redop __attribute__((tls_model("initial-exec")));
 __attribute__((always_inline)) inline uint8_t FortranDtype(MPI_Fint type) {
-  return g_fortran_dtype_cache.Get(type, FortranDtypeSlow, t_last_fortran_dtype);
+  return g_fortran_dtype_cache.Get(type, FortranDtypeSlow, t_mpi.fortran_dtype);
 }
 __attribute__((always_inline)) inline uint8_t FortranRedop(MPI_Fint op) {
-  return g_fortran_redop_cache.Get(op, FortranRedopSlow, t_last_fortran_redop);
+  return g_fortran_redop_cache.Get(op, FortranRedopSlow, t_mpi.fortran_redop);
 }
 MPI_Request FortranRequest(MPI_Fint request);
 MPI_Message FortranMessage(MPI_Fint message);
@@ -327,13 +378,13 @@ void* OpenMpiLibrary(std::string* path);
 // opened (mpi4py's libmpi is in no global scope).
 void* MpiData(const char* symbol, void* library);
 
+// A real function's slot starts at a stub of the generated wrappers', which
+// calls this at the first call: the real function, put in the slot, so the
+// wrappers call through it with no test (as a PLT entry binds lazily).
 template <typename F>
-F* Real(F*& slot, const char* name) {
-  F* f = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);
-  if (__builtin_expect(!f, 0)) {
-    f = reinterpret_cast<F*>(ResolveReal(name));
-    __atomic_store_n(&slot, f, __ATOMIC_RELEASE);
-  }
+F* Resolve(F*& slot, const char* name) {
+  F* f = reinterpret_cast<F*>(ResolveReal(name));
+  __atomic_store_n(&slot, f, __ATOMIC_RELEASE);
   return f;
 }
 

@@ -231,8 +231,8 @@ TEST(Lane, CurrentCallStaysVisibleAfterItsBeginIsOverwritten) {
   uint32_t tid = 0;
   std::thread t([&] {
     fmt::Record call = Make(9, 424242);
-    bool rec = CallBegin(call);
-    ASSERT_TRUE(rec);
+    Recorded rec = CallBegin(call);
+    ASSERT_NE(rec, Recorded::kNo);
     tid = t_thread.tid;
     // Flood the lane so the BEGIN is long gone from the ring.
     for (uint64_t n = 0; n < 2 * kLane; ++n) {
@@ -263,8 +263,8 @@ TEST(Lane, LastCallStaysVisibleAfterItsEndIsOverwritten) {
   uint32_t tid = 0;
   std::thread t([&] {
     fmt::Record call = Make(11, 515151);
-    bool rec = CallBegin(call);
-    ASSERT_TRUE(rec);
+    Recorded rec = CallBegin(call);
+    ASSERT_NE(rec, Recorded::kNo);
     CallEnd(call, 7, rec);
     tid = t_thread.tid;
     for (uint64_t n = 0; n < 2 * kLane; ++n) {
@@ -294,8 +294,8 @@ TEST(Lane, ACallIsNeverSeenOpenAndEndedAtOnce) {
   std::thread writer([&] {
     for (uint64_t n = 1; !stop; ++n) {
       fmt::Record call = Make(13, n);
-      bool rec = CallBegin(call);
-      ASSERT_TRUE(rec);
+      Recorded rec = CallBegin(call);
+      ASSERT_NE(rec, Recorded::kNo);
       if (slot_index == UINT32_MAX) slot_index = uint32_t(t_thread.slot - g_trace->threads);
       if (n % 7 == 0) {
         for (int k = 0; k < 300; ++k) {  // a long call's completions
@@ -348,10 +348,10 @@ TEST(Lane, NestedCallsAreRecordedOnce) {
   fmt::Record outer = Make(11, 1), inner = Make(11, 2);
   uint32_t tid = 0;
   std::thread t([&] {
-    bool a = CallBegin(outer);
-    bool b = CallBegin(inner);  // e.g. MPI_Allreduce calling MPI_Send inside
-    EXPECT_TRUE(a);
-    EXPECT_FALSE(b);
+    Recorded a = CallBegin(outer);
+    Recorded b = CallBegin(inner);  // e.g. MPI_Allreduce calling MPI_Send inside
+    EXPECT_NE(a, Recorded::kNo);
+    EXPECT_EQ(b, Recorded::kNo);
     CallEnd(inner, 0, b);
     CallEnd(outer, 0, a);
     tid = t_thread.tid;

@@ -12,7 +12,7 @@ namespace {
 // Regions entered on this thread, so hangtrace_end can finish the record.
 constexpr int kMaxDepth = 32;
 thread_local fmt::Record t_regions[kMaxDepth];
-thread_local bool t_recorded[kMaxDepth];
+thread_local Recorded t_recorded[kMaxDepth];
 thread_local bool t_outer[kMaxDepth];
 thread_local int t_region_depth = 0;
 }  // namespace
@@ -43,8 +43,9 @@ __attribute__((visibility("default"))) int hangtrace_begin(int region, uint64_t 
   // The outermost open call of the thread becomes its current call; a region
   // inside another (or inside a traced call) is still recorded, as events.
   t_outer[t_region_depth] = t_thread.depth == 0;
-  t_recorded[t_region_depth] =
-      t_outer[t_region_depth] ? CallBegin(r) : RecordEvent(r, fmt::EventKind::kBegin);
+  t_recorded[t_region_depth] = t_outer[t_region_depth]                       ? CallBegin(r)
+                                : RecordEvent(r, fmt::EventKind::kBegin) ? Recorded::kSlowWay
+                                                                          : Recorded::kNo;
   ++t_region_depth;
   return 0;
 }
@@ -55,7 +56,7 @@ __attribute__((visibility("default"))) int hangtrace_end(int region) {
   fmt::Record& r = t_regions[t_region_depth];
   if (t_outer[t_region_depth]) {
     CallEnd(r, 0, t_recorded[t_region_depth]);
-  } else if (t_recorded[t_region_depth]) {
+  } else if (t_recorded[t_region_depth] != Recorded::kNo) {
     RecordEvent(r, fmt::EventKind::kEnd);
   }
   return 0;

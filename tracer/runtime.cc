@@ -95,7 +95,18 @@ Inherited g_inherited;
 // so the child must never write it again. The child makes its own file at
 // its first traced call (a fork child that only execs or exits, as most
 // do, costs nothing), with the parent's call table so its records decode.
+// Where the forking thread's records go in the child until it attaches to
+// a file of its own: the END of a call it is inside (fork inside MPI_Init,
+// system()) is made on the short way, with no test (Recorded), and must not
+// reach the parent's file, which the child unmaps.
+fmt::ThreadSlot g_fork_scratch_slot;
+fmt::Record g_fork_scratch_lane[2];
+
 void AtForkChild() {
+  ThreadState& t = t_thread;
+  t.slot = &g_fork_scratch_slot;
+  t.lane = g_fork_scratch_lane;
+  t.lane_mask = 1;
   TraceFile* parent = g_trace;
   __atomic_store_n(&g_trace, static_cast<TraceFile*>(nullptr), __ATOMIC_RELEASE);
   __atomic_fetch_add(&g_generation, 1, __ATOMIC_RELEASE);
@@ -345,7 +356,6 @@ P2pSlot g_p2p[kP2pSize];
 
 }  // namespace
 
-constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits] __attribute__((tls_model("initial-exec"))) = {};
 uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 
 uint64_t NextP2pSeqShared(uint64_t where, uint64_t who, P2pStream* cached) {

@@ -80,6 +80,26 @@ inline bool Traced() {
 // threads compare it with their cached one and re-attach.
 extern uint32_t g_generation;
 
+// Per-(comm, peer, tag) point-to-point sequence numbers, 1-based. A send
+// counts under (comm, dest, tag); a receive under (comm, source, tag), so the
+// k-th send from A to B on a tag pairs with B's k-th receive from A on it.
+//
+// Each thread keeps the streams it used last by their exact fields, in
+// front of the process's table: a hit costs a few compares and one atomic
+// add instead of three hashes and a probe.
+struct P2pStream {
+  uint64_t where;   // communicator slot, its reuse count, direction, and
+                    // kStreamMark, so that an empty entry (0) matches none
+  uint64_t who;     // peer and tag
+  uint64_t* count;  // the stream's counter in the process's table
+  uint64_t pad;     // 32 bytes: an entry's place is one shift
+};
+inline constexpr uint64_t kStreamMark = 1ull << 31;
+inline constexpr unsigned kP2pStreamBits = 3;
+// (ThreadState::p2p_streams). In front of those, the stream each direction
+// used last (ThreadState::p2p_last): a pipeline stage's sends to the next
+// stage and receives from the one before, a ring's, a loop's, are then one
+// pair of compares (two more for a call that misses it).
 struct ThreadState {
   uint32_t generation = 0;      // g_generation when attached; 0: never
   // g_generation while the record path may take its short way (CallBegin):
@@ -93,6 +113,10 @@ struct ThreadState {
   uint32_t depth = 0;           // traced calls open: the re-entrancy guard
   bool tracer_thread = false;   // hangtrace's own background thread
   uint64_t poll_ticks = 0;      // `current.ticks` of this thread's polling state (0: none)
+  // Point-to-point streams this thread used (NextP2pSeqAt): here, so that
+  // the wrappers reach them from the same TLS offset as the rest.
+  P2pStream p2p_last[2] = {};  // by direction: receive, send
+  P2pStream p2p_streams[1u << kP2pStreamBits] = {};
 };
 
 // constinit: no dynamic initialization, so an access is one %fs load, with
@@ -106,12 +130,15 @@ bool AttachThread(ThreadState& t);
 // --- the record path ------------------------------------------------------
 
 // A record for call `call` (index in the file's call table), other fields
-// neutral: what every wrapper starts from.
-inline fmt::Record NewRecord(uint16_t call) {
+// neutral: what every wrapper starts from. A wrapper that sets the
+// communicator or the peer on every path says so (`sets`), and they are
+// not set twice.
+enum RecordSets : unsigned { kSetsNone = 0, kSetsComm = 1, kSetsPeer = 2 };
+__attribute__((always_inline)) inline fmt::Record NewRecord(uint16_t call, unsigned sets = kSetsNone) {
   fmt::Record r{};
   r.call = call;
-  r.comm = fmt::kNoComm;
-  r.peer = fmt::kNoPeer;
+  if (!(sets & kSetsComm)) r.comm = fmt::kNoComm;
+  if (!(sets & kSetsPeer)) r.peer = fmt::kNoPeer;
   return r;
 }
 
@@ -146,41 +173,48 @@ __attribute__((always_inline)) inline void PublishEnd(ThreadState& t, fmt::Threa
 bool CallBeginSlow(ThreadState& t, fmt::Record& r);
 bool CallEndSlow(ThreadState& t, fmt::Record& r, int32_t result);
 
+// What CallBegin did, for its CallEnd: nothing (untraced, or nested in
+// another traced call), or a BEGIN on the short way, or on the slow way.
+// A BEGIN on the short way makes its END on the short way with no test:
+// nothing in between takes the thread's lane or the TSC clock away (a
+// fork child, whose file the call's END must not reach, gives the thread a
+// scratch lane until it attaches anew: AtForkChild).
+enum class Recorded : uint8_t { kNo = 0, kShortWay = 1, kSlowWay = 2 };
+
 // CallBegin where the caller has just found the thread in no traced call
 // (the wrappers' Tracing()): the re-entrancy guard is set without a look.
-__attribute__((always_inline)) inline bool CallBeginOuter(fmt::Record& r) {
+__attribute__((always_inline)) inline Recorded CallBeginOuter(fmt::Record& r) {
   ThreadState& t = t_thread;
   t.depth = 1;
   if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
     PublishBegin(t, t.slot, r, TscTicks());
-    return true;
+    return Recorded::kShortWay;
   }
-  return CallBeginSlow(t, r);
+  return CallBeginSlow(t, r) ? Recorded::kSlowWay : Recorded::kNo;
 }
 // Enters a traced call described by `r` (call, comm, seq, count, peer, ...).
 // Fills ticks, tid and kind, writes BEGIN, and publishes it as the thread's
-// current call. Returns whether the call is recorded: false when untraced
-// or nested inside another traced call (so MPI's internal calls are not
-// recorded twice). Pass the result to CallEnd, which must always follow.
-__attribute__((always_inline)) inline bool CallBegin(fmt::Record& r) {
+// current call. Returns whether and how the call is recorded: kNo when
+// untraced or nested inside another traced call (so MPI's internal calls
+// are not recorded twice). Pass it to CallEnd, which must always follow.
+__attribute__((always_inline)) inline Recorded CallBegin(fmt::Record& r) {
   if (t_thread.depth != 0) {
     ++t_thread.depth;
-    return false;
+    return Recorded::kNo;
   }
   return CallBeginOuter(r);
 }
 
 // Leaves the call entered by CallBegin. `r` is the BEGIN record (fields may
 // be updated, e.g. a receive's resolved source); `result` its return code.
-__attribute__((always_inline)) inline void CallEnd(fmt::Record& r, int32_t result, bool recorded) {
+__attribute__((always_inline)) inline void CallEnd(fmt::Record& r, int32_t result, Recorded recorded) {
   ThreadState& t = t_thread;
   --t.depth;
-  if (!recorded) return;
-  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
+  if (__builtin_expect(recorded == Recorded::kShortWay, 1)) {
     PublishEnd(t, t.slot, r, result, TscTicks());
-    return;
+  } else if (recorded == Recorded::kSlowWay) {
+    CallEndSlow(t, r, result);
   }
-  CallEndSlow(t, r, result);
 }
 
 // Waiting by polling (MPI_Test* that retired nothing): the thread's current
@@ -236,41 +270,41 @@ __attribute__((always_inline)) inline uint64_t NextCollSeq(uint16_t comm) {
   __atomic_store_n(seq, v, __ATOMIC_RELEASE);
   return v;
 }
-// Per-(comm, peer, tag) point-to-point sequence numbers, 1-based. A send
-// counts under (comm, dest, tag); a receive under (comm, source, tag), so the
-// k-th send from A to B on a tag pairs with B's k-th receive from A on it.
-//
-// Each thread keeps the streams it used last by their exact fields, in
-// front of the process's table: a hit costs a few compares and one atomic
-// add instead of three hashes and a probe.
-struct P2pStream {
-  uint64_t where;   // communicator slot, its reuse count, direction, and
-                    // kStreamMark, so that an empty entry (0) matches none
-  uint64_t who;     // peer and tag
-  uint64_t* count;  // the stream's counter in the process's table
-  uint64_t pad;     // 32 bytes: an entry's place is one shift
-};
-inline constexpr uint64_t kStreamMark = 1ull << 31;
-inline constexpr unsigned kP2pStreamBits = 3;
-extern constinit thread_local P2pStream t_p2p_streams[1u << kP2pStreamBits]
-    __attribute__((tls_model("initial-exec")));
 // How many times each communicator slot was taken again (RegisterComm):
 // part of a stream's identity, so a slot's new communicator counts from 1.
 extern uint32_t g_comm_slot_reuses[fmt::kMaxComms];
 // The process's table: the counter of the stream, remembered in `cached`
 // as (where, who) once found.
 uint64_t NextP2pSeqShared(uint64_t where, uint64_t who, P2pStream* cached);
-__attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
-  // kNoComm reads the reuses of the table's last slot, without a branch: a
-  // record with no communicator has no sequence number worth keeping apart.
+// A communicator's part of its streams' `where`: its slot, that slot's
+// reuses and kStreamMark (the direction bit clear). kNoComm reads the
+// reuses of the table's last slot, without a branch: a record with no
+// communicator has no sequence number worth keeping apart. The MPI
+// wrappers keep it with the communicator they used last, so a message's
+// stream costs them no table read.
+__attribute__((always_inline)) inline uint64_t StreamWhere(uint16_t comm) {
   const uint64_t reuses = g_comm_slot_reuses[comm & (fmt::kMaxComms - 1)];
-  const uint64_t where = (reuses << 32) | kStreamMark | (uint64_t(comm) << 1) | (send ? 1 : 0);
+  return (reuses << 32) | kStreamMark | (uint64_t(comm) << 1);
+}
+// The next sequence number of a stream: its communicator's StreamWhere, its
+// direction, peer and tag.
+__attribute__((always_inline)) inline uint64_t NextP2pSeqAt(uint64_t comm_where, int32_t peer, int32_t tag,
+                                                            bool send) {
+  const uint64_t where = comm_where | (send ? 1 : 0);
   const uint64_t who = (uint64_t(uint32_t(peer)) << 32) | uint32_t(tag);
-  P2pStream& c = t_p2p_streams[Bucket<kP2pStreamBits>(where ^ who)];
-  if (__builtin_expect(c.where == where && c.who == who, 1)) {
-    return __atomic_add_fetch(c.count, 1, __ATOMIC_RELAXED);
+  ThreadState& t = t_thread;
+  P2pStream& last = t.p2p_last[send ? 1 : 0];
+  if (__builtin_expect(last.where == where && last.who == who, 1)) {
+    return __atomic_add_fetch(last.count, 1, __ATOMIC_RELAXED);
   }
-  return NextP2pSeqShared(where, who, &c);
+  P2pStream& c = t.p2p_streams[Bucket<kP2pStreamBits>(where ^ who)];
+  const uint64_t seq = (c.where == where && c.who == who) ? __atomic_add_fetch(c.count, 1, __ATOMIC_RELAXED)
+                                                          : NextP2pSeqShared(where, who, &c);
+  last = c;  // NextP2pSeqShared filled it; with the table full, it still holds a stream of its own
+  return seq;
+}
+__attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
+  return NextP2pSeqAt(StreamWhere(comm), peer, tag, send);
 }
 // Interns a string (a kernel name) in the file's name table; returns its
 // index + 1, or 0 when untraced or the table is full. Slow path.
