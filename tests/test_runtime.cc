@@ -289,6 +289,32 @@ TEST(Runtime, ForkChildGetsItsOwnFile) {
   EXPECT_EQ(children, 1);
 }
 
+// A fork inside a traced call: the child's END of that call reaches neither
+// its parent's file (the child unmaps it) nor its own, and the child then
+// traces into a file of its own; the parent's call ends once, in its file.
+TEST(Runtime, AForkInsideACallEndsItInTheParentOnly) {
+  TempDir dir;
+  ProgramResult r = RunTraced(dir, {"fork-in-call"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // the child crashed writing its END: exit 1
+  std::vector<std::string> files = ListTraceFiles(dir.path());
+  ASSERT_EQ(files.size(), 2u);
+  for (const std::string& f : files) {
+    std::string err;
+    auto s = ReadTraceFile(f, &err);
+    ASSERT_TRUE(s) << err;
+    EXPECT_EQ(s->events_rejected, 0u) << f;
+    if (s->process.forked) {
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "child_call"), 4u);
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kEnd, "child_call"), 4u);
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kEnd, "test_call"), 0u);
+    } else {
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kBegin, "test_call"), 4u);
+      EXPECT_EQ(CountKind(*s, fmt::EventKind::kEnd, "test_call"), 4u);
+      for (const ThreadInfo& t : s->threads) EXPECT_FALSE(t.in_call);
+    }
+  }
+}
+
 TEST(Runtime, ExecMarksThePreviousImage) {
   TempDir dir;
   ProgramResult r = RunTraced(dir, {"exec"});

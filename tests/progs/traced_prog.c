@@ -15,6 +15,9 @@
  *   probe-mpi    prints whether dlsym(RTLD_DEFAULT, "MPI_Init") finds MPI
  *   exit N       exit(N) after two regions
  *   fork         regions in parent and child; the child exits 0; exit 0
+ *   fork-in-call three regions, then a fork inside a fourth, which parent
+ *                and child both end; the child then makes regions of its
+ *                own and exits 0; exit 0
  *   exec         one region, then exec itself as `traced_prog events 3`
  *   threads N    N threads doing regions concurrently, plus the main thread
  *   dlnext       dlsym(RTLD_NEXT) from the program itself still finds the
@@ -247,6 +250,24 @@ int main(int argc, char** argv) {
       _exit(0);
     }
     regions(r, 5);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  }
+  if (!strcmp(mode, "fork-in-call")) {
+    /* The region the fork comes in began on the record path's short way
+       (the thread was attached by the first three), whose END takes no
+       test: in the child it must reach no file (its parent's is unmapped
+       there, and not its own). */
+    regions(r, 3);
+    begin(r, 77);
+    pid_t pid = fork();
+    end(r);
+    if (pid == 0) {
+      int c = region("child_call");
+      regions(c, 4);
+      _exit(0);
+    }
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
