@@ -28,6 +28,14 @@ constinit thread_local MpiThread t_mpi __attribute__((tls_model("initial-exec"))
 
 namespace {
 
+// Under g_comm_lock. The epoch never becomes kNoEpoch, which marks an
+// empty LastFortranComm.
+void BumpCommEpoch() {
+  if (__atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE) == kNoEpoch) {
+    __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);
+  }
+}
+
 // --- the real functions ------------------------------------------------------
 
 // The real function in `slot`, found at its first use (the support code's
@@ -255,7 +263,7 @@ uint16_t RegisterLocked(MPI_Comm comm, MPI_Comm facts, const NewComm& n, const s
   uint16_t index = RegisterComm(d);
   if (index != fmt::kNoComm) {
     g_comm_map.Map(HandleKey(comm), index);
-    __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);
+    BumpCommEpoch();
   }
   return index;
 }
@@ -540,7 +548,7 @@ void CommFreeing(MPI_Comm comm) {
   if (index >= 0) MarkCommFreed(uint16_t(index));
   pthread_mutex_lock(&g_comm_lock);
   g_comm_map.Unmap(key);
-  __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);
+  BumpCommEpoch();
   pthread_mutex_unlock(&g_comm_lock);
 }
 

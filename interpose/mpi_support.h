@@ -155,18 +155,19 @@ struct LastComm {
   uint64_t where;  // StreamWhere(index): a slot's reuses change only with the epoch
 };
 struct LastFortranComm {
-  MPI_Fint handle;
-  uint32_t epoch;
-  uint16_t index;  // kNoComm: nothing cached
+  MPI_Fint handle;  // a Fortran handle is any integer, 0 included:
+  uint32_t epoch;   // so "nothing cached" is an epoch not reached (kNoEpoch)
+  uint16_t index;
   uint64_t where;  // StreamWhere(index), as LastComm's
 };
+inline constexpr uint32_t kNoEpoch = ~0u;
 // What each thread remembers of its last calls, in one block: the wrappers
 // reach all of it from one TLS offset.
 struct MpiThread {
   LastComm comm = {MPI_Comm{}, 0, 0, 0};
   EnumCache::Last dtype = {0, 0};
   EnumCache::Last redop = {0, 0};
-  LastFortranComm fortran_comm = {0, 0, fmt::kNoComm, 0};
+  LastFortranComm fortran_comm = {0, kNoEpoch, fmt::kNoComm, 0};
   EnumCache::Last fortran_dtype = {0, 0};
   EnumCache::Last fortran_redop = {0, 0};
 };
@@ -317,16 +318,14 @@ MPI_Op FortranOp(MPI_Fint op);
 uint16_t FortranCommIndexSlow(MPI_Fint comm);
 __attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
   const LastFortranComm& last = t_mpi.fortran_comm;
-  if (__builtin_expect(last.index != fmt::kNoComm && last.handle == comm &&
-                           last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
     return last.index;
   }
   return FortranCommIndexSlow(comm);
 }
 __attribute__((always_inline)) inline CommStreams FortranCommForStreams(MPI_Fint comm) {
   const LastFortranComm& last = t_mpi.fortran_comm;
-  if (__builtin_expect(last.index != fmt::kNoComm && last.handle == comm &&
-                           last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
+  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
     return {last.index, last.where};
   }
   const uint16_t index = FortranCommIndexSlow(comm);

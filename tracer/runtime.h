@@ -261,10 +261,12 @@ void SetCommLabel(uint16_t comm, const char* label);
 void MarkCommFreed(uint16_t comm);
 // The comm's collective counter: returns the new sequence number (1-based).
 // (The runtime's table holds fmt::kMaxComms entries: trace_file.cc lays it
-// out with the default capacities.)
+// out with the default capacities.) For a call being recorded: its
+// caller's Tracing()/Traced() found the file, which only a fork child's
+// own thread could take away, and not during a call of its own.
 __attribute__((always_inline)) inline uint64_t NextCollSeq(uint16_t comm) {
   TraceFile* f = g_trace;
-  if (__builtin_expect(!f || comm >= fmt::kMaxComms, 0)) return 0;
+  if (__builtin_expect(comm >= fmt::kMaxComms, 0)) return 0;
   uint64_t* seq = &f->comms[comm].coll_seq;
   uint64_t v = __atomic_load_n(seq, __ATOMIC_RELAXED) + 1;  // one caller per comm at a time (MPI rule)
   __atomic_store_n(seq, v, __ATOMIC_RELEASE);
