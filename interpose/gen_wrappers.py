@@ -185,7 +185,7 @@ STREAM_KINDS = {"send", "isend", "recv", "irecv", "sendrecv"}
 STREAM_COMM = "const CommStreams cs = {}({});\nr.comm = cs.index;"
 
 
-def new_record(c, index_expr, roles):
+def new_record(index_expr, roles):
     """The record's first line: NewRecord, told which of the communicator
     and the peer the wrapper's own lines set on every path (`roles`: the
     roles whose lines it emits)."""
@@ -219,6 +219,8 @@ def body(c):
     args = c.args()
     k = c.kind
     status_sub = {"status": "st"}
+    sequence_receive = f"SequenceReceive(r, cs.where, {r.get('peer')}, {r.get('tag')});\n"
+    matched_receive = f"MatchedReceive(r, MessageKey(*{r.get('message')}));\n"
     own_status = (f"MPI_Status own_status;\n"
                   f"MPI_Status* st = {r.get('status')} == MPI_STATUS_IGNORE ? &own_status : {r.get('status')};")
     if k == "coll":
@@ -235,12 +237,12 @@ def body(c):
         # Only a receive with no sequence number yet (a wildcard's, a
         # matched message's) reads its status: the others pass the
         # program's on and look at nothing after the call.
-        head = f"SequenceReceive(r, cs.where, {r['peer']}, {r['tag']});\n" if k == "recv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
+        head = sequence_receive if k == "recv" else matched_receive
         return (head + f"MPI_Status own_status;\nMPI_Status* st = r.seq == 0 && {r['status']} == MPI_STATUS_IGNORE ? "
                 f"&own_status : {r['status']};\n" + BLOCKING.format(
                     args=c.args(status_sub), after="ReceiveReturned(r, ret, st);\n"))
     if k in ("irecv", "imrecv"):
-        head = f"SequenceReceive(r, cs.where, {r['peer']}, {r['tag']});\n" if k == "irecv" else f"MatchedReceive(r, MessageKey(*{r['message']}));\n"
+        head = sequence_receive if k == "irecv" else matched_receive
         return head + f"int ret = real({args});\nif (ret == MPI_SUCCESS) Posted(r, *{r['request']});\nreturn ret;"
     if k == "sendrecv":
         return (f"SequenceSend(r, cs.where, {r['peer']}, {r['tag']});\n"
@@ -408,7 +410,7 @@ def generate(calls, inc_name):
         # start are posted as the Isend/Irecv made with *_init.
         assigned = c.roles if c.kind not in ("test", "start") else {}
         if c.kind != "start":
-            out.append("  " + new_record(c, f"g_mpi_call[{c.index}]", assigned))
+            out.append("  " + new_record(f"g_mpi_call[{c.index}]", assigned))
         if assigned:
             out += ["  " + a for a in role_assignments(c)]
         out.append(indent(body(c)))
@@ -595,7 +597,7 @@ def generate_fortran(calls):
         out.append(f"  if (!Tracing()) return real(" + ", ".join(names + ["ierr"]) + ");")
         if c.kind != "start":  # the requests it starts are posted as made by *_init
             assigned = {role for role in c.roles if role in FORTRAN_ROLE} if c.kind != "test" else set()
-            out.append("  " + new_record(c, f"g_mpi_call[{c.index}]", assigned))
+            out.append("  " + new_record(f"g_mpi_call[{c.index}]", assigned))
         out.append(indent(fortran_body(c)))
         out.append("}")
         out += fortran_entry_points(c, fn, params, ", ".join(names + ["ierr"]))

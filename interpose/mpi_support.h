@@ -215,15 +215,8 @@ uint16_t CommIndexSlow(MPI_Comm comm);
 // a handle leaves the map or maps anew), so a handle that MPI recycles for
 // a new communicator is never taken for the old one.
 extern uint32_t g_comm_epoch;
-__attribute__((always_inline)) inline uint16_t CommIndex(MPI_Comm comm) {
-  const LastComm& last = t_mpi.comm;
-  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
-    return last.index;
-  }
-  return CommIndexSlow(comm);
-}
-// The communicator of a point-to-point call: its index and its streams'
-// StreamWhere, both from the thread's last communicator when it is that.
+// A communicator's index, with its streams' StreamWhere (point-to-point
+// calls), both from the thread's last communicator when it is that.
 struct CommStreams {
   uint16_t index;
   uint64_t where;
@@ -236,6 +229,8 @@ __attribute__((always_inline)) inline CommStreams CommForStreams(MPI_Comm comm) 
   const uint16_t index = CommIndexSlow(comm);
   return {index, StreamWhere(index)};
 }
+// (`where` unused: the compiler drops its reads)
+__attribute__((always_inline)) inline uint16_t CommIndex(MPI_Comm comm) { return CommForStreams(comm).index; }
 // After a creating call returned `newcomm` (may be MPI_COMM_NULL on ranks
 // that are not members): registers it. `parent` is the comm it came from.
 // `facts_from_parent`: the new comm is not usable yet (MPI_Comm_idup), so
@@ -262,10 +257,6 @@ __attribute__((always_inline)) inline void SequenceReceive(fmt::Record& r, uint6
 __attribute__((always_inline)) inline void SequenceSend(fmt::Record& r, uint64_t comm_where, int dest, int tag) {
   if (__builtin_expect(dest >= 0, 1)) r.seq = NextP2pSeqAt(comm_where, dest, tag == MPI_ANY_TAG ? fmt::kAnyTag : tag, true);
 }
-// After a receive returned `ret`: one with no sequence number yet (a
-// wildcard's, a matched message's) is completed from its status; the
-// others look at nothing.
-__attribute__((always_inline)) inline void ReceiveReturned(fmt::Record& r, int ret, const MPI_Status* status);
 // Completes a receive record from its status: resolves a wildcard source or
 // tag and assigns the sequence number then.
 __attribute__((always_inline)) inline void ResolveReceive(fmt::Record& r, const MPI_Status* status) {
@@ -274,6 +265,9 @@ __attribute__((always_inline)) inline void ResolveReceive(fmt::Record& r, const 
   if (r.flags & fmt::kRecAnyTag) r.tag = status->MPI_TAG;
   if (r.peer >= 0) r.seq = NextP2pSeq(r.comm, r.peer, r.tag, false);
 }
+// After a receive returned `ret`: one with no sequence number yet (a
+// wildcard's, a matched message's) is completed from its status (out of
+// line); the others look at nothing.
 void ReceiveUnsequenced(fmt::Record& r, int ret, const MPI_Status* status);
 __attribute__((always_inline)) inline void ReceiveReturned(fmt::Record& r, int ret, const MPI_Status* status) {
   if (__builtin_expect(r.seq == 0, 0)) ReceiveUnsequenced(r, ret, status);
@@ -316,13 +310,6 @@ MPI_Op FortranOp(MPI_Fint op);
 // (an integer a freed derived type or user op leaves to another maps to
 // kOther either way: only predefined ones have names, and they live on).
 uint16_t FortranCommIndexSlow(MPI_Fint comm);
-__attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
-  const LastFortranComm& last = t_mpi.fortran_comm;
-  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
-    return last.index;
-  }
-  return FortranCommIndexSlow(comm);
-}
 __attribute__((always_inline)) inline CommStreams FortranCommForStreams(MPI_Fint comm) {
   const LastFortranComm& last = t_mpi.fortran_comm;
   if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
@@ -330,6 +317,9 @@ __attribute__((always_inline)) inline CommStreams FortranCommForStreams(MPI_Fint
   }
   const uint16_t index = FortranCommIndexSlow(comm);
   return {index, StreamWhere(index)};
+}
+__attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
+  return FortranCommForStreams(comm).index;
 }
 uint8_t FortranDtypeSlow(MPI_Fint type);
 uint8_t FortranRedopSlow(MPI_Fint op);

@@ -84,9 +84,13 @@ extern uint32_t g_generation;
 // counts under (comm, dest, tag); a receive under (comm, source, tag), so the
 // k-th send from A to B on a tag pairs with B's k-th receive from A on it.
 //
-// Each thread keeps the streams it used last by their exact fields, in
-// front of the process's table: a hit costs a few compares and one atomic
-// add instead of three hashes and a probe.
+// Each thread keeps the streams it used last by their exact fields
+// (ThreadState::p2p_streams), in front of the process's table: a hit costs
+// a few compares and one atomic add instead of three hashes and a probe.
+// In front of those, the stream each direction used last
+// (ThreadState::p2p_last): a pipeline stage's sends to the next stage and
+// receives from the one before, a ring's, a loop's, are then one pair of
+// compares (two more for a call that misses it).
 struct P2pStream {
   uint64_t where;   // communicator slot, its reuse count, direction, and
                     // kStreamMark, so that an empty entry (0) matches none
@@ -96,10 +100,7 @@ struct P2pStream {
 };
 inline constexpr uint64_t kStreamMark = 1ull << 31;
 inline constexpr unsigned kP2pStreamBits = 3;
-// (ThreadState::p2p_streams). In front of those, the stream each direction
-// used last (ThreadState::p2p_last): a pipeline stage's sends to the next
-// stage and receives from the one before, a ring's, a loop's, are then one
-// pair of compares (two more for a call that misses it).
+
 struct ThreadState {
   uint32_t generation = 0;      // g_generation when attached; 0: never
   // g_generation while the record path may take its short way (CallBegin):
