@@ -29,7 +29,7 @@ constinit thread_local MpiThread t_mpi __attribute__((tls_model("initial-exec"))
 namespace {
 
 // Under g_comm_lock. The epoch never becomes kNoEpoch, which marks an
-// empty LastFortranComm.
+// empty LastCommOf.
 void BumpCommEpoch() {
   if (__atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE) == kNoEpoch) {
     __atomic_add_fetch(&g_comm_epoch, 1, __ATOMIC_RELEASE);

@@ -147,24 +147,22 @@ struct EnumCache {
 extern EnumCache g_dtype_cache, g_redop_cache;
 
 // The communicator this thread used last (CommIndex), by its C handle or
-// its Fortran integer.
-struct LastComm {
-  MPI_Comm handle;
+// its Fortran integer. Empty: an epoch not reached (kNoEpoch), as a
+// Fortran handle may be any integer, 0 included.
+template <typename H>
+struct LastCommOf {
+  H handle;
   uint32_t epoch;
   uint16_t index;
   uint64_t where;  // StreamWhere(index): a slot's reuses change only with the epoch
 };
-struct LastFortranComm {
-  MPI_Fint handle;  // a Fortran handle is any integer, 0 included:
-  uint32_t epoch;   // so "nothing cached" is an epoch not reached (kNoEpoch)
-  uint16_t index;
-  uint64_t where;  // StreamWhere(index), as LastComm's
-};
 inline constexpr uint32_t kNoEpoch = ~0u;
+using LastComm = LastCommOf<MPI_Comm>;
+using LastFortranComm = LastCommOf<MPI_Fint>;
 // What each thread remembers of its last calls, in one block: the wrappers
 // reach all of it from one TLS offset.
 struct MpiThread {
-  LastComm comm = {MPI_Comm{}, 0, 0, 0};
+  LastComm comm = {MPI_Comm{}, kNoEpoch, fmt::kNoComm, 0};
   EnumCache::Last dtype = {0, 0};
   EnumCache::Last redop = {0, 0};
   LastFortranComm fortran_comm = {0, kNoEpoch, fmt::kNoComm, 0};
@@ -221,13 +219,19 @@ struct CommStreams {
   uint16_t index;
   uint64_t where;
 };
-__attribute__((always_inline)) inline CommStreams CommForStreams(MPI_Comm comm) {
-  const LastComm& last = t_mpi.comm;
+// From `last` when it holds `comm` (a C handle or a Fortran integer), else
+// from `slow`.
+template <typename H>
+__attribute__((always_inline)) inline CommStreams FromLastComm(const LastCommOf<H>& last, H comm,
+                                                               uint16_t (*slow)(H)) {
   if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
     return {last.index, last.where};
   }
-  const uint16_t index = CommIndexSlow(comm);
+  const uint16_t index = slow(comm);
   return {index, StreamWhere(index)};
+}
+__attribute__((always_inline)) inline CommStreams CommForStreams(MPI_Comm comm) {
+  return FromLastComm(t_mpi.comm, comm, CommIndexSlow);
 }
 // (`where` unused: the compiler drops its reads)
 __attribute__((always_inline)) inline uint16_t CommIndex(MPI_Comm comm) { return CommForStreams(comm).index; }
@@ -311,12 +315,7 @@ MPI_Op FortranOp(MPI_Fint op);
 // kOther either way: only predefined ones have names, and they live on).
 uint16_t FortranCommIndexSlow(MPI_Fint comm);
 __attribute__((always_inline)) inline CommStreams FortranCommForStreams(MPI_Fint comm) {
-  const LastFortranComm& last = t_mpi.fortran_comm;
-  if (__builtin_expect(last.handle == comm && last.epoch == __atomic_load_n(&g_comm_epoch, __ATOMIC_ACQUIRE), 1)) {
-    return {last.index, last.where};
-  }
-  const uint16_t index = FortranCommIndexSlow(comm);
-  return {index, StreamWhere(index)};
+  return FromLastComm(t_mpi.fortran_comm, comm, FortranCommIndexSlow);
 }
 __attribute__((always_inline)) inline uint16_t FortranCommIndex(MPI_Fint comm) {
   return FortranCommForStreams(comm).index;
