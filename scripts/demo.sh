@@ -82,7 +82,7 @@ for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/untraced.log" && break; slee
 sleep 1
 echo "   hangtrace dump -p $job -o $dir/udump"
 build/bin/hangtrace dump -p "$job" -o "$dir/udump" 2>&1 | sed 's/^/   /'
-analyze "$dir/udump" | sed -n '1,/^classes/p' | sed 's/^/   /'
+analyze "$dir/udump" | awk '/^classes/ { table = 1 } table && /^$/ { done = 1 } !done' | sed 's/^/   /'
 teardown
 trap - EXIT
 
