@@ -520,8 +520,8 @@ int DumpCommand(int argc, char** argv) {
     uint64_t bytes = 0;
     std::string note;
     if (!CopyTrace(t.trace, t.owner, node_fd, t.copy, full, &bytes, &err, &note)) warnings.push_back("cannot copy " + err);
-    if (!note.empty()) warnings.push_back(note);
     else copied_bytes += bytes, ++copied;
+    if (!note.empty()) warnings.push_back(note);
   }
   std::vector<ProcessStacks> stacks(targets.size());
   if (!no_stacks) {

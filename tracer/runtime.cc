@@ -91,10 +91,6 @@ struct Inherited {
 };
 Inherited g_inherited;
 
-// In the child after fork(): the parent's mapping is shared with the parent,
-// so the child must never write it again. The child makes its own file at
-// its first traced call (a fork child that only execs or exits, as most
-// do, costs nothing), with the parent's call table so its records decode.
 // Where the forking thread's records go in the child until it attaches to
 // a file of its own: the END of a call it is inside (fork inside MPI_Init,
 // system()) is made on the short way, with no test (Recorded), and must not
@@ -102,6 +98,10 @@ Inherited g_inherited;
 fmt::ThreadSlot g_fork_scratch_slot;
 fmt::Record g_fork_scratch_lane[2];
 
+// In the child after fork(): the parent's mapping is shared with the parent,
+// so the child must never write it again. The child makes its own file at
+// its first traced call (a fork child that only execs or exits, as most
+// do, costs nothing), with the parent's call table so its records decode.
 void AtForkChild() {
   ThreadState& t = t_thread;
   t.slot = &g_fork_scratch_slot;
