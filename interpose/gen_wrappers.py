@@ -247,7 +247,8 @@ def body(c):
     if k == "sendrecv":
         return (f"SequenceSend(r, cs.where, {r['peer']}, {r['tag']});\n"
                 "fmt::Record recv = r;\nrecv.seq = 0;\nrecv.flags = 0;\n"
-                f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\nSequenceReceive(recv, cs.where, {r['recvpeer']}, {r['recvtag']});\n"
+                f"SetPeer(recv, {r['recvpeer']});\nSetTag(recv, {r['recvtag']});\n"
+                f"SequenceReceive(recv, cs.where, {r['recvpeer']}, {r['recvtag']});\n"
                 "r.aux = uint32_t(recv.seq);\nSendrecvSource(r, recv);\n" + own_status + "\n" +
                 BLOCKING.format(args=c.args(status_sub),
                                 after="if (ret == MPI_SUCCESS) {\n  ResolveReceive(recv, st);\n"
@@ -504,8 +505,10 @@ def fortran_body(c):
         return "\n".join(lines + ["CallBeginOuter(r);  // never ended: the process is going away", call])
     if k == "sendrecv":
         lines += ["fmt::Record recv = r;", "recv.seq = 0;", "recv.flags = 0;",
-                  f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});", f"SequenceReceive(recv, cs.where, *{r['recvpeer']}, *{r['recvtag']});",
-                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "const Recorded rec = CallBeginOuter(r);", call,
+                  f"SetPeer(recv, *{r['recvpeer']});", f"SetTag(recv, *{r['recvtag']});",
+                  f"SequenceReceive(recv, cs.where, *{r['recvpeer']}, *{r['recvtag']});",
+                  "r.aux = uint32_t(recv.seq);", "SendrecvSource(r, recv);", "const Recorded rec = CallBeginOuter(r);",
+                  call,
                   f"if ({ok}) {{", f"  ResolveFortranReceive(recv, {r['status']});",
                   "  r.aux = uint32_t(recv.seq);", "  SendrecvSource(r, recv);", "}", "CallEnd(r, *ierr, rec);"]
         return "\n".join(lines)
