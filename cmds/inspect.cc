@@ -211,9 +211,22 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
                                                                   : "request";
     const std::string lock =
         st && st->lock_holder_pid ? "; waits for a file lock held by pid " + std::to_string(st->lock_holder_pid) : "";
-    printf("  tid %u \"%s\" (%s)%s%s\n", tid, st ? st->thread_name.c_str() : "", why,
-           st && st->status == fmt::StackStatus::kPending  ? ": did not answer (in D state?)"
+    // How it was taken: read while blocked in a call (which one), or by the
+    // signal while it ran; and what did not go as planned.
+    std::string how;
+    if (st && st->method == fmt::StackMethod::kBlockedRead) {
+      how = st->syscall_nr >= 0 ? ", read while blocked in system call " + std::to_string(st->syscall_nr)
+                                : ", read while blocked";
+      if (st->flags & fmt::kStackFramePointerScan) how += ", its frame pointer found on the stack";
+      if (st->flags & fmt::kStackMoved) how += ", which it left meanwhile: the frames may mix two instants";
+    }
+    if (st && (st->flags & fmt::kStackInterruptedCall)) {
+      how += ", signalled as it entered a system call, which returned EINTR";
+    }
+    printf("  tid %u \"%s\" (%s%s)%s%s\n", tid, st ? st->thread_name.c_str() : "", why, how.c_str(),
+           st && st->status == fmt::StackStatus::kPending  ? ": did not answer the capture signal"
            : st && st->status == fmt::StackStatus::kBlocked ? ": blocks the capture signal (hangtrace dump reads it from outside)"
+           : st && st->status == fmt::StackStatus::kUnread  ? ": not captured (neither readable while blocked nor signalled safely)"
                                                              : "",
            lock.c_str());
     for (size_t i = 0; i < frames.size(); ++i) {

@@ -468,6 +468,9 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
       st.status = fmt::StackStatus(slot.status);
       st.ticks = slot.ticks;
       st.lock_holder_pid = slot.lock_holder_pid;  // 0 in files before it had a name
+      st.method = fmt::StackMethod(slot.method);   // 0 (the signal) in older files
+      st.flags = slot.flags;
+      st.syscall_nr = st.method == fmt::StackMethod::kBlockedRead && slot.syscall_nr != 0xffff ? slot.syscall_nr : -1;
       // Frames only from a slot its thread finished (no version word: the
       // status is stored after the frames); a pending one may be half written.
       const bool finished = st.status == fmt::StackStatus::kDone || st.status == fmt::StackStatus::kTruncated;

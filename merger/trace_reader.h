@@ -50,6 +50,9 @@ struct StackInfo {
   fmt::StackStatus status = fmt::StackStatus::kEmpty;
   uint64_t ticks = 0;
   int32_t lock_holder_pid = 0;  // blocked on a file lock this process holds
+  fmt::StackMethod method = fmt::StackMethod::kSignal;  // how it was taken
+  uint8_t flags = 0;            // fmt::StackFlag bits
+  int syscall_nr = -1;          // kBlockedRead: the system call it was blocked in
   std::vector<fmt::StackFrame> frames;
 };
 

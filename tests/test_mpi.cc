@@ -650,6 +650,63 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
   }
 }
 
+// tests/mpi/blocked_calls.c MODE on two ranks, traced (watchdog 2 s) or
+// not: its lines (one per blocked call and rank), sorted, since mpirun
+// forwards the ranks' output in any order.
+std::vector<std::string> RunBlockedCalls(const std::string& mode, const TempDir* traced) {
+  std::vector<std::string> argv = {"mpirun", "-np", "2", "--oversubscribe"};
+  if (traced) argv.insert(argv.end(), {HT_CLI, "run", "--dir", traced->path(), "--job", "job", "--timeout", "2", "--"});
+  argv.insert(argv.end(), {HT_BLOCKED_CALLS, mode});
+  ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 90);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("rank ", 0) == 0) lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+TEST(Mpi, ThreadsBlockedInTimedCallsReturnAsUntracedWhileStacksAreCaptured) {
+  // Threads of a rank wait 8 s each in nanosleep, poll, select, epoll_wait,
+  // sem_timedwait, sleep, sigtimedwait, semtimedop, a socket read with
+  // SO_RCVTIMEO, pthread_cond_timedwait and pause, while the watchdog flags
+  // the rank's MPI_Barrier after 2 s (in-mpi), or while the rank computes
+  // past the timeout and takes its idle capture (computing). A signal
+  // handler run on them would cut those calls short with EINTR: every call
+  // must return what it returns untraced, after its untraced time.
+  for (const char* mode : {"in-mpi", "computing"}) {
+    TempDir dir;
+    const std::vector<std::string> untraced = RunBlockedCalls(mode, nullptr);
+    const std::vector<std::string> traced = RunBlockedCalls(mode, &dir);
+    ASSERT_EQ(untraced.size(), 22u) << mode;
+    EXPECT_NE(std::find(untraced.begin(), untraced.end(), "rank 0 nanosleep returned 0 errno 0 after 8 s"),
+              untraced.end());
+    EXPECT_NE(std::find(untraced.begin(), untraced.end(), "rank 0 sem_timedwait returned -1 errno ETIMEDOUT after 8 s"),
+              untraced.end());
+    EXPECT_EQ(traced, untraced) << mode;
+
+    // The stacks were taken meanwhile, the blocked threads' read without a
+    // signal, and they name the function each waits in.
+    auto ranks = ReadRanks(dir);
+    ASSERT_EQ(ranks.size(), 2u) << mode;
+    for (const auto& [rank, s] : ranks) {
+      Symbolizer symbols;
+      const auto named = SnapshotStacks(s, &symbols);
+      int blocked_read = 0, interrupted = 0;
+      for (const StackInfo& st : s.stacks) {
+        interrupted += (st.flags & fmt::kStackInterruptedCall) != 0;
+        auto it = std::find_if(named.begin(), named.end(), [&](const auto& t) { return t.first == st.tid; });
+        if (it == named.end() || st.method != fmt::StackMethod::kBlockedRead) continue;
+        for (const Frame& f : it->second) blocked_read += f.func == "blocked_in";
+      }
+      EXPECT_EQ(blocked_read, 11) << mode << ": rank " << rank << " has " << s.stacks.size() << " stacks";
+      EXPECT_EQ(interrupted, 0) << mode << ": rank " << rank;
+    }
+  }
+}
+
 TEST(Mpi, PoolWorkersOfARankLeaveNoFileAndNoVerdict) {
   // An mpi4py job whose ranks run a multiprocessing pool (spawn): the
   // workers inherit the rank's variables, make no traced call and are ended

@@ -239,7 +239,35 @@ enum class StackStatus : uint32_t {
   kPending = 1,     // signal sent, handler has not finished (blocked? D state?)
   kDone = 2,
   kTruncated = 3,   // more frames than kMaxFrames
-  kBlocked = 4,     // the thread blocks the capture signal: not asked (it would stay pending)
+  kBlocked = 4,     // running, and it blocks the capture signal: not asked (it would stay pending)
+  kUnread = 5,      // neither blocked in a call nor safely signalled (its
+                    // state unreadable, or it kept moving): not captured
+};
+
+// StackSlot::method. A capture never interrupts a system call of the
+// program (docs/DUMP.md, "How stacks are captured"): a thread blocked in one
+// is read, not signalled.
+enum class StackMethod : uint8_t {
+  kSignal = 0,       // the thread ran (not in a system call): it unwound
+                     // itself in the capture signal's handler
+  kBlockedRead = 1,  // blocked in a system call: unwound by the tracer's
+                     // thread from its stack pointer and pc
+                     // (/proc/self/task/TID/syscall), no signal sent
+};
+
+// StackSlot::flags.
+enum StackFlag : uint8_t {
+  // The capture signal met the thread in a system call that then returned
+  // EINTR (it entered one between the look that found it running and the
+  // signal: a window of microseconds). Said, never hidden.
+  kStackInterruptedCall = 1,
+  // kBlockedRead: the thread left its call while being read; the frames
+  // may mix two instants.
+  kStackMoved = 2,
+  // kBlockedRead: a frame needed the frame pointer, which /proc does not
+  // give; it was found by a scan of the stack and kept because the unwind
+  // from it reached the thread's outermost frame (tracer/stacks.cc).
+  kStackFramePointerScan = 4,
 };
 
 // ProcessInfo::python_status: what the last capture of Python frames found.
@@ -706,8 +734,14 @@ struct StackSlot {
                             // holding it (/proc/locks); 0: none or unknown
   char thread_name[16];
   uint64_t pthread_id;  // pthread_self() of the thread: CPython names its
-                        // threads by it (PyFrame::thread_id)
-  uint8_t reserved[8];
+                        // threads by it (PyFrame::thread_id); 0 when read
+                        // while blocked (its own code never ran)
+  uint8_t method;       // StackMethod: how the frames were taken (0 in
+                        // files of older writers: the signal)
+  uint8_t flags;        // StackFlag bits
+  uint16_t syscall_nr;  // kBlockedRead: the system call it was blocked in
+                        // (/proc/self/task/TID/syscall); 0xffff: none
+  uint8_t reserved[4];
   StackFrame frames[kMaxFrames];
 };
 static_assert(offsetof(StackSlot, pthread_id) == 48);

@@ -1,21 +1,37 @@
 // Native stacks captured inside the process, and fatal signals recorded.
 //
-// Capture: the background thread claims one StackSlot per thread of the
-// process (from /proc/self/task), marks it pending and sends that thread
-// kStackSignal with tgkill. The handler, on the target thread, unwinds from
-// the interrupted context with libunwind (unw_init_local2 on the ucontext;
-// unw_step is documented async-signal-safe for the local address space)
-// straight into the mapped file, then marks the slot done. Frames are raw
-// program counters: the analyzer names them from the module map (written
-// with the round) and the files on disk, with libdw, which knows static
-// functions and lines where the nearest dynamic symbol does not. A thread
-// that never answers (signal blocked, D state) stays pending: the reader
+// Capture (docs/DUMP.md, "How stacks are captured"): the background thread
+// claims one StackSlot per thread of the process (from /proc/self/task) and
+// takes each thread's stack one of two ways, decided from
+// /proc/self/task/TID/syscall, which the kernel answers without stopping the
+// thread:
+//   - blocked in a system call (nanosleep, poll, epoll_wait, a futex, a
+//     read...): the file gives its stack pointer and pc. The background
+//     thread unwinds it from those two registers with libunwind's generic
+//     (remote) unwinder over the process's own memory, read with
+//     process_vm_readv (a stack that changes under it reads as garbage, never
+//     faults), then reads the file again: the same line says the thread
+//     stayed in that call, so the frames are of one instant. No signal: a
+//     signal handler run on a thread blocked in nanosleep, poll, select,
+//     epoll_wait, sem_timedwait or pause makes that call return EINTR, and
+//     Linux never restarts those (SA_RESTART cannot help).
+//   - running (not in a system call): it has no call to interrupt. It is
+//     sent kStackSignal with tgkill, and the handler unwinds from the
+//     interrupted context (unw_init_local2 on the ucontext; unw_step is
+//     async-signal-safe for the local address space) straight into the
+//     mapped file. Should the thread enter a system call in the
+//     microseconds between the look and the signal, the handler sees the
+//     call's EINTR in its context and says so in the slot.
+// Frames are raw program counters: the analyzer names them from the module
+// map (written with the round) and the files on disk, with libdw, which
+// knows static functions and lines where the nearest dynamic symbol does
+// not. A signalled thread that never answers stays pending: the reader
 // reports it as such, and `hangtrace dump` can still read it from outside.
 //
-// In a Python process the threads that answered stay in the handler until
+// In a Python process the signalled threads stay in the handler until
 // CPython has dumped their Python frames (python.cc), so that nothing moves
-// while it reads them and both stacks are of one instant; a held thread
-// waits at most kHoldLimitNs.
+// while it reads them and both stacks are of one instant (the blocked ones
+// do not move either); a held thread waits at most kHoldLimitNs.
 //
 // Fatal signals: the handler writes the signal into ProcessInfo first (so the
 // fact survives even if unwinding a corrupt stack faults), then the faulting
@@ -30,6 +46,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -78,6 +96,33 @@ struct Unwinder {
 };
 Unwinder g_unwinder;  // every entry set, or none
 
+// libunwind's generic unwinder (libunwind-<arch>.so.8), for threads read
+// while blocked: an address space of our own whose accessors read memory
+// with process_vm_readv and know two registers, and whose unwind tables come
+// from the generic library's own local address space (dl_iterate_phdr, the
+// tables read through our accessors). Loaded with the local one.
+#if defined(__x86_64__)
+#define HT_UNW_GENERIC(x) "_Ux86_64_" #x
+constexpr char kGenericUnwindLib[] = "libunwind-x86_64.so.8";
+#elif defined(__aarch64__)
+#define HT_UNW_GENERIC(x) "_Uaarch64_" #x
+constexpr char kGenericUnwindLib[] = "libunwind-aarch64.so.8";
+#endif
+// No member initializers: the runtime may load it from a constructor that
+// runs before this file's dynamic initializers would (they would reset it).
+struct BlockedUnwinder {
+  unw_addr_space_t (*create_addr_space)(unw_accessors_t*, int);
+  unw_accessors_t* (*get_accessors)(unw_addr_space_t);
+  int (*init_remote)(unw_cursor_t*, unw_addr_space_t, void*);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+  int (*step)(unw_cursor_t*);
+  void (*flush_cache)(unw_addr_space_t, unw_word_t, unw_word_t);
+  int (*get_proc_info)(unw_cursor_t*, unw_proc_info_t*);
+  unw_accessors_t* local;  // the generic library's local space's accessors
+  unw_addr_space_t as;     // ours
+};
+BlockedUnwinder g_blocked;  // zero until loaded; `as` set when usable
+
 // Unwinds from `uc` (a signal's ucontext) into `slot`. Async-signal-safe.
 void UnwindInto(fmt::StackSlot* slot, void* uc) {
   unw_cursor_t cursor;
@@ -112,6 +157,329 @@ void UnwindInto(fmt::StackSlot* slot, void* uc) {
                    __ATOMIC_RELEASE);
 }
 
+// What the accessors of our address space read from: this process's memory
+// and one blocked thread's two registers.
+struct BlockedThread {
+  pid_t pid;
+  unw_word_t sp, pc;
+  int pipe[2];  // the fallback reader's, {-1, -1} until needed
+  unw_word_t fp;  // the frame pointer, when a scan found it (else 0: unknown)
+};
+
+// Reads one word at `addr` without ever faulting: process_vm_readv, or where
+// a seccomp policy refuses it, a write of the word into a pipe (the kernel
+// checks the address: EFAULT) and back.
+int ReadWord(BlockedThread* t, unw_word_t addr, unw_word_t* val) {
+  struct iovec local = {val, sizeof(*val)};
+  struct iovec remote = {reinterpret_cast<void*>(addr), sizeof(*val)};
+  const ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+  if (n == ssize_t(sizeof(*val))) return 0;
+  if (n >= 0 || errno == EFAULT || errno == ESRCH) return -UNW_EINVAL;
+  if (t->pipe[0] < 0 && pipe2(t->pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -UNW_EINVAL;
+  if (write(t->pipe[1], reinterpret_cast<const void*>(addr), sizeof(*val)) != ssize_t(sizeof(*val))) return -UNW_EINVAL;
+  return read(t->pipe[0], val, sizeof(*val)) == ssize_t(sizeof(*val)) ? 0 : -UNW_EINVAL;
+}
+
+int AccessMem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, void* arg) {
+  return write ? -UNW_EINVAL : ReadWord(static_cast<BlockedThread*>(arg), addr, val);
+}
+int AccessReg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* val, int write, void* arg) {
+  const BlockedThread* t = static_cast<BlockedThread*>(arg);
+  if (write) return -UNW_EINVAL;
+  if (reg == UNW_REG_IP) return *val = t->pc, 0;
+  if (reg == UNW_REG_SP) return *val = t->sp, 0;
+#if defined(__x86_64__)
+  if (reg == UNW_X86_64_RBP && t->fp) return *val = t->fp, 0;
+#endif
+  return -UNW_EBADREG;  // unknown: a frame whose rule needs it ends the stack
+}
+int AccessFpreg(unw_addr_space_t, unw_regnum_t, unw_fpreg_t*, int, void*) { return -UNW_EBADREG; }
+int Resume(unw_addr_space_t, unw_cursor_t*, void*) { return -UNW_EINVAL; }
+int GetProcName(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*) { return -UNW_ENOINFO; }
+int GetDynInfoListAddr(unw_addr_space_t, unw_word_t*, void*) { return -UNW_ENOINFO; }
+int FindProcInfo(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need, void* arg) {
+  if (!g_blocked.local->find_proc_info) return -UNW_ENOINFO;
+  return g_blocked.local->find_proc_info(as, ip, pi, need, arg);
+}
+void PutUnwindInfo(unw_addr_space_t as, unw_proc_info_t* pi, void* arg) {
+  if (g_blocked.local->put_unwind_info) g_blocked.local->put_unwind_info(as, pi, arg);
+}
+
+void LoadBlockedUnwinder() {
+#ifdef HT_UNW_GENERIC
+  void* lib = dlopen(kGenericUnwindLib, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return;
+  BlockedUnwinder b{};
+  b.create_addr_space = reinterpret_cast<decltype(b.create_addr_space)>(dlsym(lib, HT_UNW_GENERIC(create_addr_space)));
+  b.get_accessors = reinterpret_cast<decltype(b.get_accessors)>(dlsym(lib, HT_UNW_GENERIC(get_accessors)));
+  b.init_remote = reinterpret_cast<decltype(b.init_remote)>(dlsym(lib, HT_UNW_GENERIC(init_remote)));
+  b.get_reg = reinterpret_cast<decltype(b.get_reg)>(dlsym(lib, HT_UNW_GENERIC(get_reg)));
+  b.step = reinterpret_cast<decltype(b.step)>(dlsym(lib, HT_UNW_GENERIC(step)));
+  b.flush_cache = reinterpret_cast<decltype(b.flush_cache)>(dlsym(lib, HT_UNW_GENERIC(flush_cache)));
+  b.get_proc_info = reinterpret_cast<decltype(b.get_proc_info)>(dlsym(lib, HT_UNW_GENERIC(get_proc_info)));
+  auto* local_space = static_cast<unw_addr_space_t*>(dlsym(lib, HT_UNW_GENERIC(local_addr_space)));
+  if (!b.create_addr_space || !b.get_accessors || !b.init_remote || !b.get_reg || !b.step || !b.flush_cache ||
+      !b.get_proc_info || !local_space || !*local_space) {
+    return;
+  }
+  // The local space's accessors are filled in by the library's first
+  // init_remote (its tdep_init), before any of ours is called.
+  b.local = b.get_accessors(*local_space);
+  static unw_accessors_t ours = {FindProcInfo, PutUnwindInfo, GetDynInfoListAddr, AccessMem,
+                                 AccessReg,    AccessFpreg,   Resume,             GetProcName};
+  if (!b.local || !(b.as = b.create_addr_space(&ours, 0))) return;
+  g_blocked = b;
+#endif
+}
+
+// What /proc/self/task/TID/syscall says of a thread: "running", or blocked
+// with its stack pointer and pc ("NR ARG1..ARG6 SP PC" in a system call,
+// "-1 SP PC" blocked outside one).
+struct TaskState {
+  bool read = false;     // the file could be read
+  bool running = false;
+  long nr = -1;          // the system call; -1: blocked in none
+  uint64_t sp = 0, pc = 0;
+  char line[160] = {};   // as read: a second look compares it whole
+};
+
+TaskState ReadTaskState(int tid) {
+  TaskState t;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  const ssize_t n = ReadSmallFile(path, t.line, sizeof(t.line));
+  if (n <= 0) return t;
+  if (!strncmp(t.line, "running", 7)) return t.read = t.running = true, t;
+  // The last two fields are SP and PC, whatever comes before them.
+  char* end = nullptr;
+  t.nr = strtol(t.line, &end, 10);
+  uint64_t fields[8];
+  int count = 0;
+  for (const char* p = end; count < 8;) {
+    while (*p == ' ') ++p;
+    if (*p == '\0' || *p == '\n') break;
+    char* next = nullptr;
+    fields[count++] = strtoull(p, &next, 16);
+    if (next == p) break;
+    p = next;
+  }
+  if (count < 2) return t;
+  t.sp = fields[count - 2];
+  t.pc = fields[count - 1];
+  t.read = t.sp != 0 && t.pc != 0;
+  return t;
+}
+
+// The pthread_t of each thread of the process, which a thread read while
+// blocked cannot tell itself (pthread_self() runs on the thread) and which
+// CPython names its threads by. Found the way debuggers find it: glibc
+// describes its thread list for libthread_db in exported descriptors
+// (_thread_db_*: {size in bits, count, offset}), and the list heads live in
+// ld.so's _rtld_global. Every word is read with ReadWord (the list may
+// change under us: a wrong word ends the walk, never faults). Empty where
+// the C library is not glibc 2.34 or newer: then Python frames of blocked
+// threads go unmatched, as the report says.
+struct ThreadHandles {
+  int count = 0;
+  int tids[fmt::kMaxStacks];
+  uint64_t handles[fmt::kMaxStacks];
+  uint64_t Of(int tid) const {
+    for (int i = 0; i < count; ++i) {
+      if (tids[i] == tid) return handles[i];
+    }
+    return 0;
+  }
+};
+
+ThreadHandles FindThreadHandles() {
+  ThreadHandles out;
+  struct Desc {
+    uint32_t bits, count, offset;
+  };
+  auto desc = [](const char* name) { return static_cast<const Desc*>(dlsym(RTLD_DEFAULT, name)); };
+  const Desc* tid = desc("_thread_db_pthread_tid");
+  const Desc* list = desc("_thread_db_pthread_list");
+  const Desc* next = desc("_thread_db_list_t_next");
+  const Desc* used = desc("_thread_db_rtld_global__dl_stack_used");
+  const Desc* user = desc("_thread_db_rtld_global__dl_stack_user");
+  void* rtld_global = dlsym(RTLD_DEFAULT, "_rtld_global");
+  if (!tid || !list || !next || !used || !user || !rtld_global || tid->bits != 32 ||
+      next->bits != 8 * sizeof(unw_word_t)) {
+    return out;
+  }
+  BlockedThread reader{getpid(), 0, 0, {-1, -1}, 0};
+  for (const Desc* head_desc : {used, user}) {
+    const unw_word_t head = reinterpret_cast<unw_word_t>(rtld_global) + head_desc->offset;
+    unw_word_t node = head;
+    for (int hops = 0; hops < 4096 && out.count < int(fmt::kMaxStacks); ++hops) {
+      if (ReadWord(&reader, node + next->offset, &node) != 0 || node == head || node == 0) break;
+      const unw_word_t thread = node - list->offset;
+      unw_word_t word = 0;
+      if (ReadWord(&reader, thread + tid->offset, &word) != 0) break;
+      out.tids[out.count] = int(uint32_t(word));  // little-endian: the int is the word's low half
+      out.handles[out.count++] = thread;
+    }
+  }
+  if (reader.pipe[0] >= 0) {
+    close(reader.pipe[0]);
+    close(reader.pipe[1]);
+  }
+  return out;
+}
+
+// One unwind of a blocked thread into `slot`'s frames: how many, whether
+// it reached the thread's outermost frame (libunwind's step said "end",
+// where the CFI marks the return address undefined: _start, clone3), and
+// the stack pointer of its last frame.
+struct BlockedUnwind {
+  uint32_t frames = 0;
+  bool whole = false, truncated = false;
+  unw_word_t last_sp = 0;
+  unw_word_t last_start = 0;     // where the last frame's function starts (0: no unwind tables for it)
+  uint32_t without_tables = 0;   // frames whose pc no unwind table covers
+};
+
+BlockedUnwind UnwindBlocked(fmt::StackSlot* slot, BlockedThread* t) {
+  BlockedUnwind u;
+  unw_cursor_t cursor;
+  if (g_blocked.init_remote(&cursor, g_blocked.as, t) != 0) return u;
+  // The pc of a blocked thread is exact (the instruction after its
+  // syscall, on the call's line); a caller's is a return address.
+  for (bool exact = true;; exact = false) {
+    if (u.frames == fmt::kMaxFrames) {
+      u.truncated = true;
+      break;
+    }
+    unw_word_t ip = 0;
+    if (g_blocked.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    g_blocked.get_reg(&cursor, UNW_REG_SP, &u.last_sp);
+    // (libunwind answers a pc no table covers with a one-byte procedure at
+    // the pc itself, not an error.)
+    unw_proc_info_t pi;
+    const bool tables = g_blocked.get_proc_info(&cursor, &pi) == 0 && !(pi.start_ip == ip && pi.end_ip == ip + 1);
+    u.last_start = tables ? pi.start_ip : 0;
+    u.without_tables += !tables;
+    fmt::StackFrame& f = slot->frames[u.frames++];
+    f.pc = exact ? ip : ip - 1;
+    f.offset = 0;
+    f.symbol[0] = '\0';
+    const int step = g_blocked.step(&cursor);
+    if (step <= 0) {
+      u.whole = step == 0;
+      break;
+    }
+  }
+  return u;
+}
+
+#if defined(__x86_64__)
+// What the call instruction before a return address says of its target.
+struct CallBefore {
+  bool call = false;     // `ra` follows a call instruction
+  unw_word_t target = 0;  // the function it calls, where the instruction
+                          // names it (direct, or through the GOT or a PLT
+                          // entry); 0: through a register
+};
+
+// The function a PLT entry at `at` jumps to (its GOT slot, filled since the
+// function was called), else `at` itself: endbr64, bnd, jmp *GOT(%rip).
+unw_word_t ThroughPlt(BlockedThread* t, unw_word_t at) {
+  unw_word_t code[2];
+  if (ReadWord(t, at, &code[0]) != 0 || ReadWord(t, at + 8, &code[1]) != 0) return at;
+  const auto* b = reinterpret_cast<const uint8_t*>(code);
+  size_t i = 0;
+  if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa) i = 4;  // endbr64
+  if (b[i] == 0xf2) ++i;                                                    // bnd
+  if (b[i] != 0xff || b[i + 1] != 0x25) return at;
+  int32_t rel;
+  memcpy(&rel, b + i + 2, sizeof(rel));
+  unw_word_t got = at + i + 6 + unw_word_t(int64_t(rel)), fn = 0;
+  return ReadWord(t, got, &fn) == 0 ? fn : at;
+}
+
+// The call before return address `ra`, in the forms compilers emit: e8
+// rel32, ff 15 (through the GOT), ff /2 with a register, a register and
+// disp8, or disp32. A return address follows one; a spilled pointer or
+// stale data rarely does.
+CallBefore CallBeforeReturn(BlockedThread* t, unw_word_t ra) {
+  CallBefore c;
+  unw_word_t word = 0;
+  if (ra < 8 || ReadWord(t, ra - 8, &word) != 0) return c;
+  auto byte = [&](int back) { return uint8_t(word >> (8 * (8 - back))); };
+  auto call_modrm = [](uint8_t m) { return ((m >> 3) & 7) == 2; };
+  int32_t rel = int32_t(uint32_t(word >> 32));  // the four bytes before ra
+  if (byte(5) == 0xe8) {
+    c.call = true;
+    c.target = ThroughPlt(t, ra + unw_word_t(int64_t(rel)));
+  } else if (byte(6) == 0xff && byte(5) == 0x15) {
+    c.call = true;
+    if (ReadWord(t, ra + unw_word_t(int64_t(rel)), &c.target) != 0) c.target = 0;
+  } else {
+    c.call = (byte(2) == 0xff && call_modrm(byte(1)) && (byte(1) >> 6) == 3) ||  // call *%reg
+             (byte(3) == 0xff && call_modrm(byte(2)) && (byte(2) >> 6) == 1) ||  // call *d8(%reg)
+             (byte(6) == 0xff && call_modrm(byte(5)) && (byte(5) >> 6) == 2) ||  // call *d32(%reg)
+             (byte(7) == 0xff && call_modrm(byte(6)) && (byte(6) >> 6) == 2);   // call *d32(%reg,%idx)
+  }
+  return c;
+}
+#endif
+
+// Unwinds a thread blocked in a system call from its sp and pc into `slot`
+// (frames and count); the number of frames. Runs on the background thread
+// (libunwind's tables may allocate), never in a signal handler.
+//
+// Two registers are not always enough: a function built with frame
+// pointers finds its frame from %rbp, and when no function below it saved
+// %rbp (the C library's wrappers of nanosleep, poll or epoll_wait do not)
+// its value is only in the register, which /proc does not give. Then the
+// frame pointer is looked for above the last frame's stack pointer: a slot
+// whose next word is a return address (it follows a call, and a call that
+// names its target names the function of the frame that stopped). It is
+// kept only when the unwind from it reaches the thread's outermost frame
+// with every frame in an unwind table, which a stale return address or a
+// spilled pointer does not (kStackFramePointerScan); else the stack stays
+// as far as the two registers took it.
+uint32_t ReadBlockedStack(fmt::StackSlot* slot, const TaskState& state, bool* truncated) {
+  *truncated = false;
+  if (!g_blocked.as) return 0;
+  BlockedThread t{getpid(), state.sp, state.pc, {-1, -1}, 0};
+  BlockedUnwind u = UnwindBlocked(slot, &t);
+#if defined(__x86_64__)
+  constexpr unw_word_t kScanBytes = 16 * 1024;
+  constexpr int kMaxTries = 8;
+  if (!u.whole && !u.truncated && u.frames > 0) {
+    fmt::StackFrame first[fmt::kMaxFrames];
+    memcpy(first, slot->frames, u.frames * sizeof(first[0]));
+    const BlockedUnwind cut = u;
+    int tries = 0;
+    for (unw_word_t at = cut.last_sp & ~unw_word_t(7); at < cut.last_sp + kScanBytes && tries < kMaxTries; at += 8) {
+      unw_word_t ra = 0;
+      if (ReadWord(&t, at + 8, &ra) != 0) break;  // the end of the stack
+      const CallBefore call = CallBeforeReturn(&t, ra);
+      if (!call.call || (call.target && call.target != cut.last_start)) continue;
+      ++tries;
+      t.fp = at;
+      u = UnwindBlocked(slot, &t);
+      if (u.whole && u.frames > cut.frames && u.without_tables == cut.without_tables &&
+          !memcmp(first, slot->frames, cut.frames * sizeof(first[0]))) {
+        slot->flags |= fmt::kStackFramePointerScan;
+        break;
+      }
+      u = cut;
+    }
+    if (!(slot->flags & fmt::kStackFramePointerScan)) memcpy(slot->frames, first, cut.frames * sizeof(first[0]));
+  }
+#endif
+  if (t.pipe[0] >= 0) {
+    close(t.pipe[0]);
+    close(t.pipe[1]);
+  }
+  *truncated = u.truncated;
+  slot->nframes = u.frames;
+  slot->ticks = NowTicks();
+  return u.frames;
+}
+
 }  // namespace
 
 bool LoadUnwinder(std::string* err) {
@@ -132,8 +500,29 @@ bool LoadUnwinder(std::string* err) {
     return false;
   }
   g_unwinder = u;
+  LoadBlockedUnwinder();
   return true;
 }
+
+namespace {
+// Whether the signal met the thread in a system call that returned EINTR
+// for it: the instruction before the pc is `syscall` and the result is
+// -EINTR (a restarted call has its pc back on the instruction instead).
+// Async-signal-safe.
+bool InterruptedACall(void* uc) {
+#if defined(__x86_64__)
+  const mcontext_t& m = static_cast<ucontext_t*>(uc)->uc_mcontext;
+  const auto pc = static_cast<uint64_t>(m.gregs[REG_RIP]);
+  if (pc < 2 || m.gregs[REG_RAX] != -EINTR) return false;
+  uint16_t insn = 0;
+  memcpy(&insn, reinterpret_cast<const void*>(pc - 2), sizeof(insn));  // code the thread just ran
+  return insn == 0x050f;  // 0f 05: syscall
+#else
+  (void)uc;
+  return false;
+#endif
+}
+}  // namespace
 
 void StackSignalHandler(int, siginfo_t*, void* uc) {
   int saved_errno = errno;
@@ -146,6 +535,7 @@ void StackSignalHandler(int, siginfo_t*, void* uc) {
       fmt::StackSlot* s = &f->stacks[i];
       if (s->tid == uint32_t(tid) && s->round == round &&
           __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) == uint32_t(fmt::StackStatus::kPending)) {
+        if (InterruptedACall(uc)) s->flags |= fmt::kStackInterruptedCall;
         UnwindInto(s, uc);
         break;
       }
@@ -267,6 +657,9 @@ void FatalSignalHandler(int sig, siginfo_t* info, void* uc) {
       s->reason = uint32_t(fmt::StackReason::kCrash);
       s->round = __atomic_load_n(&f->header->counters.stack_round, __ATOMIC_ACQUIRE);
       s->nframes = 0;
+      s->method = uint8_t(fmt::StackMethod::kSignal);
+      s->flags = 0;
+      s->syscall_nr = 0xffff;
       __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);
       UnwindInto(s, uc);
     }
@@ -375,51 +768,54 @@ void ReleaseAltStack() {
 }
 
 namespace {
-// /proc/self/task/TID/syscall: "running", or the number of the call the
-// thread is blocked in and its arguments. False when it cannot be read.
-bool TaskSyscall(int tid, char* line, size_t cap) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-  return ReadSmallFile(path, line, cap) > 0;
-}
-bool Running(const char* syscall_line) { return !strncmp(syscall_line, "running", 7); }
-
 // Threads of a round blocked waiting for a file lock: the process holding
 // it, from /proc/locks (as `hangtrace dump` reads it from outside), so a
 // lock held across a collective is a wait-for edge from the file alone.
-// Read once they are back in their call (the capture signal restarts it):
-// a thread still "running" is read again once, 1 ms later.
+// The call a thread waits in is its slot's syscall_nr (read while blocked)
+// or, for a signalled thread, read now.
 void NoteLockHolders(TraceFile* f, const int* tids, int ntids) {
-  // True when thread i is still running (to read again).
-  auto note = [&](int i) {
-    char line[256];
-    if (!TaskSyscall(tids[i], line, sizeof(line))) return false;
-    if (Running(line)) return true;
-    f->stacks[i].lock_holder_pid = FindLockWait(getpid(), line).holder_pid;
-    return false;
-  };
-  bool running[fmt::kMaxStacks] = {};
-  bool any = false;
-  for (int i = 0; i < ntids; ++i) any |= running[i] = note(i);
-  if (!any) return;
-  struct timespec ts = {0, 1000000};
-  nanosleep(&ts, nullptr);
   for (int i = 0; i < ntids; ++i) {
-    if (running[i]) note(i);
+    const TaskState state = ReadTaskState(tids[i]);
+    if (!state.read || state.running) continue;
+    f->stacks[i].lock_holder_pid = FindLockWait(getpid(), state.line).holder_pid;
   }
 }
 
-// Whether the capture signal may interrupt thread `tid` unnoticed: it runs,
-// or waits in a call that the signal's return restarts (a futex: mutexes,
-// condition variables, c10d's and gloo's waits; a file lock). A thread in
-// nanosleep, poll, epoll_wait or the like would see EINTR (a sleep(8) cut
-// short): an idle capture, which suspects no hang, leaves it alone.
-bool QuietlyInterruptible(int tid) {
-  char line[64];
-  if (!TaskSyscall(tid, line, sizeof(line))) return false;
-  if (Running(line)) return true;
-  const long nr = strtol(line, nullptr, 10);
-  return nr == SYS_futex || nr == SYS_fcntl || nr == SYS_flock;
+// How each thread's stack is taken (see the top): read while it is blocked
+// in a system call, signalled while it runs, or not at all. One decision,
+// from one look at /proc/self/task/TID/syscall, taken again after a read
+// that saw the thread move.
+enum class Way { kRead, kSignal, kNone };
+
+Way WayFor(const TaskState& state) {
+  if (!state.read) return Way::kNone;
+  if (state.running) return Way::kSignal;
+  return g_blocked.as ? Way::kRead : Way::kNone;
+}
+
+// Reads thread `tid`, blocked in a call, into `slot`: its frames, once the
+// file says it stayed in that call while being read (three tries; then the
+// frames are kept and marked as possibly of two instants). Returns the
+// final look at the thread, for a caller that must signal it after all.
+TaskState ReadWhileBlocked(fmt::StackSlot* slot, int tid, TaskState state) {
+  for (int attempt = 0;; ++attempt) {
+    bool truncated = false;
+    const uint32_t n = ReadBlockedStack(slot, state, &truncated);
+    const TaskState after = ReadTaskState(tid);
+    const bool stayed = after.read && !strcmp(after.line, state.line);
+    if (stayed || attempt == 2 || WayFor(after) != Way::kRead) {
+      if (!stayed) slot->flags |= fmt::kStackMoved;
+      slot->method = uint8_t(fmt::StackMethod::kBlockedRead);
+      slot->syscall_nr = state.nr >= 0 && state.nr < 0xffff ? uint16_t(state.nr) : 0xffff;
+      const auto status = n == 0 ? fmt::StackStatus::kUnread
+                          : truncated ? fmt::StackStatus::kTruncated : fmt::StackStatus::kDone;
+      if (stayed || WayFor(after) != Way::kSignal) {
+        __atomic_store_n(&slot->status, uint32_t(status), __ATOMIC_RELEASE);
+      }
+      return after;
+    }
+    state = after;
+  }
 }
 }  // namespace
 
@@ -427,12 +823,15 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (!f || !RuntimeConfig().stacks) return 0;
   NameTraceFile();  // a capture is worth keeping: readers must find it
-  // Refuse when someone replaced our handler: the signal would run theirs.
+  // A running thread is signalled; refuse that when someone replaced our
+  // handler (the signal would run theirs). Blocked threads are read anyway.
   struct sigaction cur;
-  if (CurrentSigaction(StackSignal(), &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
-      cur.sa_sigaction != StackSignalHandler) {
-    WriteStderrLine("hangtrace: stack capture skipped: the program replaced hangtrace's signal handler");
-    return 0;
+  const bool may_signal = CurrentSigaction(StackSignal(), &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+                          cur.sa_sigaction == StackSignalHandler;
+  static bool said_replaced = false;
+  if (!may_signal && !said_replaced) {
+    said_replaced = true;
+    WriteStderrLine("hangtrace: stacks of running threads skipped: the program replaced hangtrace's signal handler");
   }
 
   // The threads of this process, by raw getdents64: no allocation, no stdio.
@@ -450,7 +849,6 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
       off += d->d_reclen;
       int tid = atoi(d->d_name);
       if (tid <= 0 || tid == self || IsTracerThread(tid) || ntids >= int(fmt::kMaxStacks)) continue;
-      if (reason == fmt::StackReason::kIdle && !QuietlyInterruptible(tid)) continue;
       tids[ntids++] = tid;
     }
   }
@@ -469,6 +867,11 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     s->nframes = 0;
     s->ticks = 0;
     s->lock_holder_pid = 0;
+    s->pthread_id = 0;
+    s->method = uint8_t(fmt::StackMethod::kSignal);
+    s->flags = 0;
+    s->syscall_nr = 0xffff;
+    memset(s->reserved, 0, sizeof(s->reserved));
     char path[64], name[32] = {};
     snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tids[i]);
     const ssize_t r = ReadSmallFile(path, name, sizeof(name));
@@ -478,6 +881,8 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kPending), __ATOMIC_RELEASE);
   }
   __atomic_store_n(&k.stack_count, uint32_t(ntids), __ATOMIC_RELEASE);
+  if (g_blocked.as) g_blocked.flush_cache(g_blocked.as, 0, 0);  // modules may have come and gone since
+  const ThreadHandles handles = FindThreadHandles();
 
   // In a Python process the threads that answer are held until CPython has
   // read their frames; one deadline for all threads.
@@ -485,22 +890,42 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   if (python) __atomic_store_n(&g_hold_round, round, __ATOMIC_RELEASE);
   const pid_t pid = getpid();
   bool sent[fmt::kMaxStacks] = {};
+  int captured = 0;
   for (int i = 0; i < ntids; ++i) {
+    fmt::StackSlot* s = &f->stacks[i];
+    TaskState state = ReadTaskState(tids[i]);
+    if (WayFor(state) == Way::kRead) {
+      s->pthread_id = handles.Of(tids[i]);
+      state = ReadWhileBlocked(s, tids[i], state);
+      if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != uint32_t(fmt::StackStatus::kPending)) {
+        captured += s->nframes > 0;
+        continue;
+      }
+      // It woke up and runs: signalled below, as a running thread is.
+      s->method = uint8_t(fmt::StackMethod::kSignal);
+      s->flags = 0;
+      s->syscall_nr = 0xffff;
+    }
+    if (WayFor(state) != Way::kSignal || !may_signal) {
+      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
+      continue;
+    }
     // A thread that blocks the signal would keep it pending, and run our
     // handler whenever it unblocks: not asked (dump reads it from outside).
     if (BlocksSignal(tids[i], StackSignal())) {
-      __atomic_store_n(&f->stacks[i].status, uint32_t(fmt::StackStatus::kBlocked), __ATOMIC_RELEASE);
+      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kBlocked), __ATOMIC_RELEASE);
       continue;
     }
     sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
+    if (!sent[i]) __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
   }
-  int captured = 0;
+  const int read_blocked = captured;
   const int64_t deadline = MonoNs() + int64_t(timeout_ms) * 1000000;
   for (;;) {
     int pending = 0;
-    captured = 0;
+    captured = read_blocked;
     for (int i = 0; i < ntids; ++i) {
-      if (!sent[i]) continue;  // exited meanwhile
+      if (!sent[i]) continue;  // read, or exited meanwhile
       if (__atomic_load_n(&f->stacks[i].status, __ATOMIC_ACQUIRE) == uint32_t(fmt::StackStatus::kPending)) ++pending;
       else ++captured;
     }

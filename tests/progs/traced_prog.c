@@ -108,7 +108,13 @@ static void* blocking_thread(void* arg) {
   sigaddset(&set, SIGRTMAX - 5);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   g_blocked_ready = 1;
-  usleep(1500 * 1000);
+  /* Running, not asleep: a thread blocked in a call is read without the
+   * signal, whatever its mask; a running one would be signalled. */
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 1500);
   sigset_t pending;
   sigpending(&pending);
   printf("pending=%d\n", sigismember(&pending, SIGRTMAX - 5));
