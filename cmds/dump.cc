@@ -264,6 +264,8 @@ NodeThread ThreadOf(const DumpedThread& t) {
   n.lock_holder_pid = t.lock_holder_pid;
   n.lock_file = t.lock_file;
   n.method = t.method;
+  n.frame_pointer_scan = t.frame_pointer_scan;
+  n.moved = t.moved;
   n.error = t.error;
   n.frames = t.frames;
   return n;
@@ -298,9 +300,18 @@ int DumpCommand(int argc, char** argv) {
   Config env = Config::FromEnvironment();
   CLI::App app{
       "Dump the live state of every traced process of a job on this node: a snapshot of each\n"
-      "trace file, each process's state, and every thread's native stack (ptrace + libdwfl; a\n"
-      "thread that cannot be stopped is read from /proc). Targets are never left stopped, even\n"
-      "when the dump is killed. Writes OUT/<host>/, which `hangtrace analyze OUT` reads.\n\n"
+      "trace file, each process's state, and every thread's native stack (libdwfl). Writes\n"
+      "OUT/<host>/, which `hangtrace analyze OUT` reads.\n\n"
+      "What a dump costs a live process: a thread blocked in a system call (a hung rank's\n"
+      "helpers, a rank waiting in a lock, a sleep, a poll) is read where it waits, from the\n"
+      "stack pointer and pc /proc gives and its memory: it is not stopped and its call is not\n"
+      "disturbed. A running thread (a rank spinning in MPI's progress loop, or computing) is\n"
+      "stopped for the milliseconds its unwind takes (ptrace; no signal is sent) and goes on\n"
+      "where it was. A traced Python process is asked to capture its own stacks first, which\n"
+      "holds its running threads up to a second. Targets are never left stopped, even when the\n"
+      "dump is killed. --stop-all stops blocked threads too, for stacks that frame pointers cut\n"
+      "short; a stop then makes epoll_wait, sigtimedwait, semop and socket reads with a timeout\n"
+      "in those threads return EINTR.\n\n"
       "examples:\n"
       "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
       "  hangtrace dump --pid 4242                               # one process: its threads' stacks, py-spy style\n"
@@ -310,7 +321,7 @@ int DumpCommand(int argc, char** argv) {
       "hangtrace dump"};
   std::string dir = ExpandUser(env.dir), job = env.job, out;
   std::vector<int> pids;
-  bool no_stacks = false, no_symbols = false, quiet = false, full = false;
+  bool no_stacks = false, no_symbols = false, quiet = false, full = false, stop_all = false;
   int thread_timeout_ms = 2000;
   app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + dir + ")");
   app.add_option("--job", job,
@@ -326,6 +337,9 @@ int DumpCommand(int argc, char** argv) {
                "copy each trace file whole (its whole ring: for Perfetto timelines); by default a compact copy "
                "of about 64 KB per process: what the diagnosis needs, the newest records of each thread");
   app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
+  app.add_flag("--stop-all", stop_all,
+               "stop every thread, blocked ones too, and unwind from all its registers (some blocked calls "
+               "then return EINTR: see above)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
   app.add_flag("--quiet", quiet, "no progress lines");
   if (PidArgumentsMissing(argc, argv)) {
@@ -528,6 +542,7 @@ int DumpCommand(int argc, char** argv) {
     StackOptions so;
     so.thread_timeout_ms = thread_timeout_ms;
     so.symbols = !no_symbols;
+    so.stop_all = stop_all;
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < targets.size();) {
@@ -598,7 +613,7 @@ int DumpCommand(int argc, char** argv) {
     for (const DumpedThread& th : ps.threads) {
       p.threads.push_back(ThreadOf(th));
       ++threads;
-      unwound += th.method == "ptrace";
+      unwound += th.method == "ptrace" || th.method == "blocked";
       if (t.rank >= 0 && !th.frames.empty()) {
         std::vector<std::string> key;
         for (const Frame& f : th.frames) key.push_back(f.Text());

@@ -2,11 +2,13 @@
 #include "tracer/file_locks.h"
 
 #include <dirent.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +25,7 @@
 
 #include "dump/python_frames.h"
 #include "merger/symbolize.h"
+#include "tracer/frame_scan.h"
 
 namespace hangtrace {
 namespace {
@@ -183,19 +186,186 @@ Frame NameFrame(Dwfl* dwfl, uint64_t pc, bool symbols) {
   return f;
 }
 
-struct FrameCollector {
+// How each thread is read (docs/DUMP.md, "How stacks are captured"),
+// decided from one look at /proc/PID/task/TID/syscall, which the kernel
+// answers without stopping the thread: blocked in a system call, it is read
+// where it is, from the stack pointer and pc that file gives and the
+// process's memory (process_vm_readv), and the file is read again after
+// (the same line: it stayed in the call); running, or with --stop-all, it
+// is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT) and unwound from all its
+// registers. A ptrace stop is not invisible to a blocked thread: epoll_wait,
+// sigtimedwait, semop and socket reads with a timeout return EINTR at once
+// when interrupted, so a blocked thread is never stopped by default.
+struct ThreadRegs {
+  int tid = 0;
+  bool stopped = false;      // ptrace-stopped: `regs` are all its registers
+  bool blocked = false;      // read while blocked: sp and pc only
+  Dwarf_Word regs[17] = {};  // DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip
+  Dwarf_Word fp = 0;         // blocked: a frame pointer a scan found (0: none)
+  std::string syscall;       // the syscall file's line, as first read
+};
+
+struct AttachedProcess {
+  pid_t pid = 0;
+  std::vector<ThreadRegs>* threads = nullptr;
+};
+
+bool ReadRemoteWord(pid_t pid, uint64_t addr, uint64_t* word) {
+  struct iovec local = {word, sizeof(*word)};
+  struct iovec remote = {reinterpret_cast<void*>(addr), sizeof(*word)};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof(*word));
+}
+
+bool GetThread(Dwfl*, pid_t tid, void* dwfl_arg, void** thread_argp) {
+  auto* a = static_cast<AttachedProcess*>(dwfl_arg);
+  for (ThreadRegs& t : *a->threads) {
+    if (t.tid == tid && (t.stopped || t.blocked)) {
+      *thread_argp = &t;
+      return true;
+    }
+  }
+  return false;
+}
+
+pid_t NextThread(Dwfl*, void*, void**) { return 0; }  // every unwind names its thread
+
+bool MemoryRead(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
+  return ReadRemoteWord(static_cast<AttachedProcess*>(dwfl_arg)->pid, addr, result);
+}
+
+bool SetInitialRegisters(Dwfl_Thread* thread, void* thread_arg) {
+  const auto* t = static_cast<const ThreadRegs*>(thread_arg);
+  if (t->stopped) {
+    if (!dwfl_thread_state_registers(thread, 0, 17, t->regs)) return false;
+  } else {
+    if (!dwfl_thread_state_registers(thread, 7, 1, &t->regs[7])) return false;  // rsp
+    if (t->fp && !dwfl_thread_state_registers(thread, 6, 1, &t->fp)) return false;
+  }
+  dwfl_thread_state_register_pc(thread, t->regs[16]);
+  return true;
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {NextThread, GetThread, MemoryRead, SetInitialRegisters, nullptr,
+                                                nullptr};
+
+// Whether an unwind table covers `pc` (the module's .eh_frame or
+// .debug_frame), where its function starts (0: unknown), and whether it is a thread's
+// outermost frame (its return address undefined there: _start, clone3).
+bool InTables(Dwfl* dwfl, Dwarf_Addr pc, Dwarf_Addr* start, bool* outermost) {
+  *outermost = false;
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
+  if (!mod) return false;
+  for (int kind = 0; kind < 2; ++kind) {
+    Dwarf_Addr bias = 0;
+    Dwarf_CFI* cfi = kind == 0 ? dwfl_module_eh_cfi(mod, &bias) : dwfl_module_dwarf_cfi(mod, &bias);
+    Dwarf_Frame* frame = nullptr;
+    if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0) continue;
+    Dwarf_Addr s = 0, e = 0;  // the CFI row's range
+    bool signal = false;
+    const int ra = dwarf_frame_info(frame, &s, &e, &signal);
+    Dwarf_Op ops_mem[3];
+    Dwarf_Op* ops = nullptr;
+    size_t nops = 0;
+    // "undefined" is no operations at ops_mem ("same value" is none at null).
+    *outermost = ra >= 0 && dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) == 0 && ops == ops_mem && nops == 0;
+    free(frame);
+    // The function's start: the symbol that covers the pc (the CFI row's
+    // range is not the function's); 0 when no sized symbol does.
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    if (dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr) && sym.st_size > 0 && off < sym.st_size) {
+      *start = pc - off;
+    }
+    return true;
+  }
+  return false;
+}
+
+// One unwind of a thread: its pcs (a caller's minus one: the call), whether
+// it reached the outermost frame, how many frames no table covers, and the
+// last frame's stack pointer and function.
+struct Unwound {
   std::vector<uint64_t> pcs;
+  bool whole = false;      // it reached the thread's outermost frame
+  bool outermost = false;  // the last frame is one (libdwfl ends a failed unwind quietly too)
+  size_t without_tables = 0;
+  Dwarf_Word last_sp = 0;
+  Dwarf_Addr last_start = 0;
+  std::string error;
+};
+
+struct UnwindState {
+  Dwfl* dwfl;
+  Unwound* out;
   size_t max;
 };
 
 int OnFrame(Dwfl_Frame* frame, void* arg) {
-  auto* c = static_cast<FrameCollector*>(arg);
+  auto* c = static_cast<UnwindState*>(arg);
   Dwarf_Addr pc = 0;
   bool activation = false;
   if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
-  // A return address points after the call: look up the call itself.
-  c->pcs.push_back(activation ? pc : pc - 1);
-  return c->pcs.size() >= c->max ? DWARF_CB_ABORT : DWARF_CB_OK;
+  const Dwarf_Addr at = activation ? pc : pc - 1;
+  c->out->pcs.push_back(at);
+  c->out->last_start = 0;
+  if (!InTables(c->dwfl, at, &c->out->last_start, &c->out->outermost)) ++c->out->without_tables;
+  if (dwfl_frame_reg(frame, 7, &c->out->last_sp) != 0) c->out->last_sp = 0;
+  return c->out->pcs.size() >= c->max ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+Unwound UnwindThread(Dwfl* dwfl, int tid, size_t max) {
+  Unwound u;
+  UnwindState state{dwfl, &u, max};
+  const int rc = dwfl_getthread_frames(dwfl, tid, OnFrame, &state);
+  u.whole = rc == 0 && u.outermost;
+  if (rc < 0) u.error = dwfl_errmsg(-1);
+  return u;
+}
+
+// A blocked thread's unwind, continued past a frame that needs the frame
+// pointer from one found on its stack (tracer/frame_scan.h), kept only when
+// it reaches the outermost frame with every frame in a table.
+Unwound UnwindBlocked(Dwfl* dwfl, pid_t pid, ThreadRegs* t, size_t max, bool* scanned) {
+  *scanned = false;
+  Unwound u = UnwindThread(dwfl, t->tid, max);
+  if (u.whole || u.pcs.empty() || u.pcs.size() >= max || !u.last_sp) return u;
+  const Unwound cut = u;
+  auto read = [&](uint64_t addr, uint64_t* word) { return ReadRemoteWord(pid, addr, word); };
+  *scanned = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, [&](uint64_t fp) {
+    t->fp = fp;
+    Unwound tried = UnwindThread(dwfl, t->tid, max);
+    if (tried.whole && tried.pcs.size() > cut.pcs.size() && tried.without_tables == cut.without_tables &&
+        std::equal(cut.pcs.begin(), cut.pcs.end(), tried.pcs.begin())) {
+      u = std::move(tried);
+      return true;
+    }
+    return false;
+  });
+  if (!*scanned) t->fp = 0;
+  return u;
+}
+
+// /proc/PID/task/TID/syscall: blocked (with its sp and pc), running, or
+// unreadable.
+struct SyscallLook {
+  bool read = false, running = false;
+  uint64_t sp = 0, pc = 0;
+  std::string line;
+};
+
+SyscallLook LookAt(const std::string& task) {
+  SyscallLook l;
+  l.line = ReadSmall(task + "/syscall");
+  if (l.line.empty()) return l;
+  if (l.line.rfind("running", 0) == 0) return l.read = l.running = true, l;
+  std::istringstream in(l.line);
+  std::vector<std::string> fields;
+  for (std::string f; in >> f;) fields.push_back(f);
+  if (fields.size() < 3) return l;
+  l.sp = strtoull(fields[fields.size() - 2].c_str(), nullptr, 16);
+  l.pc = strtoull(fields[fields.size() - 1].c_str(), nullptr, 16);
+  l.read = l.sp && l.pc;
+  return l;
 }
 
 }  // namespace
@@ -234,53 +404,100 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
   std::sort(tids.begin(), tids.end());
 
   out.threads.resize(tids.size());
+  std::vector<ThreadRegs> regs(tids.size());
+  std::vector<int> to_stop;
+  std::vector<size_t> to_stop_index;
   for (size_t i = 0; i < tids.size(); ++i) {
     DumpedThread& t = out.threads[i];
     t.tid = tids[i];
+    regs[i].tid = tids[i];
     const std::string task = proc + "/task/" + std::to_string(t.tid);
     t.name = ReadSmall(task + "/comm");
     t.state = StateOf(task + "/stat");
     t.wchan = ReadSmall(task + "/wchan");
     if (t.wchan == "0") t.wchan.clear();
-    std::string sc = ReadSmall(task + "/syscall");
-    t.syscall = sc.substr(0, sc.find(' '));
+    const SyscallLook look = LookAt(task);
+    t.syscall = look.line.substr(0, look.line.find(' '));
     if (t.state == 'S' || t.state == 'D') {
-      const LockWait lock = FindLockWait(pid, sc);
+      const LockWait lock = FindLockWait(pid, look.line);
       t.lock_holder_pid = lock.holder_pid;
       t.lock_file = lock.file;
     }
+    if (look.read && !look.running && !options.stop_all) {
+      regs[i].blocked = true;
+      regs[i].regs[7] = look.sp;
+      regs[i].regs[16] = look.pc;
+      regs[i].syscall = look.line;
+    } else {
+      to_stop.push_back(tids[i]);
+      to_stop_index.push_back(i);
+    }
   }
   std::vector<bool> stopped;
-  StopThreads(tids, options.thread_timeout_ms, &stopped, &out.threads);
+  {
+    std::vector<DumpedThread> stop_results(to_stop.size());
+    StopThreads(to_stop, options.thread_timeout_ms, &stopped, &stop_results);
+    for (size_t k = 0; k < to_stop.size(); ++k) {
+      const size_t i = to_stop_index[k];
+      out.threads[i].error = stop_results[k].error;
+      if (!stopped[k]) continue;
+      ThreadRegs& r = regs[i];
+#if defined(__x86_64__)
+      user_regs_struct u;
+      if (ptrace(PTRACE_GETREGS, r.tid, nullptr, &u) == 0) {
+        const Dwarf_Word dwarf[17] = {u.rax, u.rdx, u.rcx, u.rbx, u.rsi, u.rdi, u.rbp, u.rsp, u.r8,
+                                      u.r9,  u.r10, u.r11, u.r12, u.r13, u.r14, u.r15, u.rip};
+        memcpy(r.regs, dwarf, sizeof(dwarf));
+        r.stopped = true;
+        out.threads[i].thread_pointer = u.fs_base;
+      }
+#endif
+      if (!r.stopped) out.threads[i].error = "stopped, but its registers could not be read";
+    }
+  }
 
-  // Unwind the stopped threads with libdwfl, which must not attach itself.
+  // Unwind with libdwfl over our own thread callbacks: stopped threads from
+  // all their registers, blocked ones from two.
   static char* debuginfo_path = nullptr;
   static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
                                            &debuginfo_path};
   Dwfl* dwfl = dwfl_begin(&callbacks);
+  AttachedProcess attached{pid, &regs};
   bool dwfl_ok = dwfl && dwfl_linux_proc_report(dwfl, pid) == 0 && dwfl_report_end(dwfl, nullptr, nullptr) == 0 &&
-                 dwfl_linux_proc_attach(dwfl, pid, true) == 0;
+                 dwfl_attach_state(dwfl, nullptr, pid, &kThreadCallbacks, &attached);
   std::unordered_map<uint64_t, Frame> named;  // per-pc cache
   for (size_t i = 0; i < tids.size(); ++i) {
     DumpedThread& t = out.threads[i];
-#if defined(__x86_64__)
-    user_regs_struct regs;
-    if (stopped[i] && ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) == 0) t.thread_pointer = regs.fs_base;
-#endif
-    if (stopped[i] && dwfl_ok) {
-      FrameCollector c{{}, options.max_frames};
-      dwfl_getthread_frames(dwfl, t.tid, OnFrame, &c);
-      if (!c.pcs.empty()) {
-        t.method = "ptrace";
-        for (uint64_t pc : c.pcs) {
+    ThreadRegs& r = regs[i];
+    if ((r.stopped || r.blocked) && dwfl_ok) {
+      Unwound u;
+      if (r.blocked) {
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          bool scanned = false;
+          u = UnwindBlocked(dwfl, pid, &r, options.max_frames, &scanned);
+          t.frame_pointer_scan = scanned;
+          const SyscallLook after = LookAt(proc + "/task/" + std::to_string(t.tid));
+          t.moved = after.line != r.syscall;
+          if (!t.moved || !after.read || after.running) break;
+          r.syscall = after.line;  // blocked in another call now: read it there
+          r.regs[7] = after.sp;
+          r.regs[16] = after.pc;
+          r.fp = 0;
+        }
+      } else {
+        u = UnwindThread(dwfl, r.tid, options.max_frames);
+      }
+      if (!u.pcs.empty()) {
+        t.method = r.blocked ? "blocked" : "ptrace";
+        for (uint64_t pc : u.pcs) {
           auto [it, fresh] = named.emplace(pc, Frame());
           if (fresh) it->second = NameFrame(dwfl, pc, options.symbols);
           t.frames.push_back(it->second);
         }
       } else {
-        t.error = std::string("unwind failed: ") + dwfl_errmsg(-1);
+        t.error = "unwind failed: " + u.error;
       }
-    } else if (stopped[i]) {
+    } else if ((r.stopped || r.blocked) && !dwfl_ok) {
       t.error = std::string("cannot read the process's modules: ") + dwfl_errmsg(-1);
     }
     if (t.frames.empty()) {
@@ -304,7 +521,7 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
     }
   }
   // A CPython process: every thread's Python frames, read while its threads
-  // are still stopped, mixed into their native stacks.
+  // are still stopped or blocked, mixed into their native stacks.
   if (dwfl_ok && options.python) {
     PythonFrames py = ReadPythonFrames(pid, dwfl);
     out.python_version = py.version;
@@ -319,11 +536,11 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
     }
   }
   if (dwfl) dwfl_end(dwfl);
-  for (size_t i = 0; i < tids.size(); ++i) {
+  for (size_t k = 0; k < to_stop.size(); ++k) {
     // Detach needs a stopped tracee; one that never stopped is detached by
     // the kernel when this process exits (and is not stopped by us meanwhile:
     // its interrupt takes effect only when it leaves the kernel).
-    if (stopped[i] && ptrace(PTRACE_DETACH, tids[i], nullptr, nullptr) == 0) Forget(tids[i]);
+    if (stopped[k] && ptrace(PTRACE_DETACH, to_stop[k], nullptr, nullptr) == 0) Forget(to_stop[k]);
   }
   out.state_after = StateOf(proc + "/stat");
   if (out.state_before == 'T' && out.state_after != 'T') {

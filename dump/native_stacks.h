@@ -1,12 +1,15 @@
 // Native stacks of every thread of a live process, read from outside with
-// ptrace and elfutils' libdwfl: the node side of `hangtrace dump`.
+// elfutils' libdwfl: the node side of `hangtrace dump`.
 //
-// Each thread is attached with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal
-// is sent, so nothing lingers if the dump dies: the kernel detaches a dead
-// tracer's tracees and lets them run), waited for with a timeout, unwound,
-// and detached. A thread that does not stop in time (uninterruptible sleep,
-// D state) is described from /proc/PID/task/TID/{wchan,syscall,stack}
-// instead. A process that was stopped (SIGSTOP, state T) stays stopped: the
+// A thread blocked in a system call is read where it waits, from the stack
+// pointer and pc /proc/PID/task/TID/syscall gives and the process's memory
+// (process_vm_readv), and is never stopped: a stop makes some blocked calls
+// (epoll_wait, sigtimedwait, semop, socket reads with a timeout) return
+// EINTR. A running thread is attached with PTRACE_SEIZE + PTRACE_INTERRUPT
+// (no signal is sent, so nothing lingers if the dump dies: the kernel
+// detaches a dead tracer's tracees and lets them run), waited for with a
+// timeout, unwound, and detached. A thread that can be read neither way is
+// described from /proc/PID/task/TID/{wchan,syscall,stack} instead. A process that was stopped (SIGSTOP, state T) stays stopped: the
 // kernel keeps its group stop across our attach and detach, and the state is
 // checked again afterwards.
 #pragma once
@@ -30,7 +33,12 @@ struct DumpedThread {
   // lock on (/proc/locks): that process, and the file (tracer/file_locks.h).
   int lock_holder_pid = 0;
   std::string lock_file;
-  std::string method;    // "ptrace" (unwound), "proc" (kernel stack only), "none"
+  // "blocked" (read where it waits in a system call, from its stack pointer
+  // and pc, not stopped), "ptrace" (stopped briefly and unwound from all
+  // its registers), "proc" (kernel stack only), "none"
+  std::string method;
+  bool frame_pointer_scan = false;  // blocked: a frame pointer found on its stack continued it
+  bool moved = false;               // blocked: it left its call while being read
   std::string error;     // why it was not unwound
   // Innermost first: native frames named from the live process (function,
   // file:line where debug information is installed), with CPython's
@@ -51,6 +59,11 @@ struct ProcessStacks {
 
 struct StackOptions {
   int thread_timeout_ms = 2000;  // per thread, to stop after PTRACE_INTERRUPT
+  // Stop every thread, blocked ones too, and unwind from all registers: a
+  // fuller stack where frame pointers defeat the two-register read, at the
+  // price of EINTR in the calls a stop interrupts (epoll_wait, sigtimedwait,
+  // semop, socket reads with a timeout).
+  bool stop_all = false;
   bool symbols = true;           // false: raw addresses (faster)
   bool python = true;            // read CPython's frames from memory
   size_t max_frames = 64;

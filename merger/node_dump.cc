@@ -122,6 +122,8 @@ json NodeToJson(const NodeDump& n) {
         th["syscall_name"] = SyscallName(t.syscall);
       }
       if (t.lock_holder_pid) th["lock"] = {{"holder_pid", t.lock_holder_pid}, {"file", t.lock_file}};
+      if (t.frame_pointer_scan) th["frame_pointer_scan"] = true;
+      if (t.moved) th["moved"] = true;
       o["threads"].push_back(std::move(th));
     }
     j["processes"].push_back(o);
@@ -184,6 +186,8 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
         th.wchan = t.value("wchan", "");
         th.syscall = t.value("syscall", "");
         th.method = t.value("method", "");
+        th.frame_pointer_scan = t.value("frame_pointer_scan", false);
+        th.moved = t.value("moved", false);
         th.error = t.value("error", "");
         if (t.contains("lock") && t["lock"].is_object()) {
           th.lock_holder_pid = t["lock"].value("holder_pid", 0);

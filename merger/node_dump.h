@@ -29,7 +29,12 @@ struct NodeThread {
   // (/proc/locks): that process and the file.
   int32_t lock_holder_pid = 0;
   std::string lock_file;
-  std::string method;       // "ptrace" (unwound), "proc" (kernel stack only), "none"
+  // "blocked" (read where it waits in a system call, not stopped), "ptrace"
+  // (stopped briefly, unwound from all registers), "proc" (kernel stack
+  // only), "none" (docs/DUMP.md, "How stacks are captured")
+  std::string method;
+  bool frame_pointer_scan = false;  // blocked: continued from a frame pointer found on its stack
+  bool moved = false;               // blocked: it left its call while being read
   std::string error;
   std::vector<Frame> frames;  // innermost first, named, Python frames mixed in
 };

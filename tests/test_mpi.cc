@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "merger/diagnose.h"
+#include "merger/node_dump.h"
 #include "merger/report.h"
 #include "merger/symbolize.h"
 #include "merger/trace_reader.h"
@@ -653,12 +654,23 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
 // tests/mpi/blocked_calls.c MODE on two ranks, traced (watchdog 2 s) or
 // not: its lines (one per blocked call and rank), sorted, since mpirun
 // forwards the ranks' output in any order.
-std::vector<std::string> RunBlockedCalls(const std::string& mode, const TempDir* traced) {
+// With `dump_into`, the job runs untraced and `hangtrace dump -p <mpirun>`
+// reads it 3 s in, while every blocking call waits.
+std::vector<std::string> RunBlockedCalls(const std::string& mode, const TempDir* traced,
+                                         const TempDir* dump_into = nullptr) {
   std::vector<std::string> argv = {"mpirun", "-np", "2", "--oversubscribe"};
   if (traced) argv.insert(argv.end(), {HT_CLI, "run", "--dir", traced->path(), "--job", "job", "--timeout", "2", "--"});
   argv.insert(argv.end(), {HT_BLOCKED_CALLS, mode});
-  ProgramResult r = RunProgram(argv, testing::kMpiAsRoot, 90);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  testing::Started job(argv, testing::kMpiAsRoot);
+  if (dump_into) {
+    usleep(3000 * 1000);
+    ProgramResult d = RunProgram({HT_CLI, "dump", "-p", std::to_string(job.pid()), "-o", dump_into->path()}, {}, 60);
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+  }
+  ProgramResult r;
+  r.exit_code = job.Wait(90);
+  r.out = job.out();
+  EXPECT_EQ(r.exit_code, 0) << r.out;
   std::vector<std::string> lines;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) {
@@ -705,6 +717,25 @@ TEST(Mpi, ThreadsBlockedInTimedCallsReturnAsUntracedWhileStacksAreCaptured) {
       EXPECT_EQ(interrupted, 0) << mode << ": rank " << rank;
     }
   }
+  // `hangtrace dump` of the untraced job, from outside, while the calls
+  // wait: they are read where they wait, not stopped.
+  TempDir dumped;
+  const std::vector<std::string> untraced = RunBlockedCalls("computing", nullptr);
+  EXPECT_EQ(RunBlockedCalls("computing", nullptr, &dumped), untraced);
+  NodeDump node;
+  std::string error;
+  const std::vector<std::string> folders = FindNodeDumps(dumped.path());
+  ASSERT_EQ(folders.size(), 1u);
+  ASSERT_TRUE(ReadNodeDump(folders[0], &node, &error)) << error;
+  int read_where_blocked = 0;
+  for (const NodeProcess& p : node.processes) {
+    for (const NodeThread& t : p.threads) {
+      bool blocked_in = false;
+      for (const Frame& f : t.frames) blocked_in |= f.func == "blocked_in";
+      read_where_blocked += blocked_in && t.method == "blocked";
+    }
+  }
+  EXPECT_EQ(read_where_blocked, 22) << "11 blocked threads in each of 2 ranks";
 }
 
 TEST(Mpi, PoolWorkersOfARankLeaveNoFileAndNoVerdict) {

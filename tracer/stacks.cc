@@ -59,6 +59,7 @@
 #include <time.h>
 
 #include "tracer/file_locks.h"
+#include "tracer/frame_scan.h"
 #include "tracer/internal.h"
 #include "tracer/procfs.h"
 #include "tracer/python.h"
@@ -372,104 +373,45 @@ BlockedUnwind UnwindBlocked(fmt::StackSlot* slot, BlockedThread* t) {
   return u;
 }
 
-#if defined(__x86_64__)
-// What the call instruction before a return address says of its target.
-struct CallBefore {
-  bool call = false;     // `ra` follows a call instruction
-  unw_word_t target = 0;  // the function it calls, where the instruction
-                          // names it (direct, or through the GOT or a PLT
-                          // entry); 0: through a register
-};
-
-// The function a PLT entry at `at` jumps to (its GOT slot, filled since the
-// function was called), else `at` itself: endbr64, bnd, jmp *GOT(%rip).
-unw_word_t ThroughPlt(BlockedThread* t, unw_word_t at) {
-  unw_word_t code[2];
-  if (ReadWord(t, at, &code[0]) != 0 || ReadWord(t, at + 8, &code[1]) != 0) return at;
-  const auto* b = reinterpret_cast<const uint8_t*>(code);
-  size_t i = 0;
-  if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa) i = 4;  // endbr64
-  if (b[i] == 0xf2) ++i;                                                    // bnd
-  if (b[i] != 0xff || b[i + 1] != 0x25) return at;
-  int32_t rel;
-  memcpy(&rel, b + i + 2, sizeof(rel));
-  unw_word_t got = at + i + 6 + unw_word_t(int64_t(rel)), fn = 0;
-  return ReadWord(t, got, &fn) == 0 ? fn : at;
-}
-
-// The call before return address `ra`, in the forms compilers emit: e8
-// rel32, ff 15 (through the GOT), ff /2 with a register, a register and
-// disp8, or disp32. A return address follows one; a spilled pointer or
-// stale data rarely does.
-CallBefore CallBeforeReturn(BlockedThread* t, unw_word_t ra) {
-  CallBefore c;
-  unw_word_t word = 0;
-  if (ra < 8 || ReadWord(t, ra - 8, &word) != 0) return c;
-  auto byte = [&](int back) { return uint8_t(word >> (8 * (8 - back))); };
-  auto call_modrm = [](uint8_t m) { return ((m >> 3) & 7) == 2; };
-  int32_t rel = int32_t(uint32_t(word >> 32));  // the four bytes before ra
-  if (byte(5) == 0xe8) {
-    c.call = true;
-    c.target = ThroughPlt(t, ra + unw_word_t(int64_t(rel)));
-  } else if (byte(6) == 0xff && byte(5) == 0x15) {
-    c.call = true;
-    if (ReadWord(t, ra + unw_word_t(int64_t(rel)), &c.target) != 0) c.target = 0;
-  } else {
-    c.call = (byte(2) == 0xff && call_modrm(byte(1)) && (byte(1) >> 6) == 3) ||  // call *%reg
-             (byte(3) == 0xff && call_modrm(byte(2)) && (byte(2) >> 6) == 1) ||  // call *d8(%reg)
-             (byte(6) == 0xff && call_modrm(byte(5)) && (byte(5) >> 6) == 2) ||  // call *d32(%reg)
-             (byte(7) == 0xff && call_modrm(byte(6)) && (byte(6) >> 6) == 2);   // call *d32(%reg,%idx)
-  }
-  return c;
-}
-#endif
-
 // Unwinds a thread blocked in a system call from its sp and pc into `slot`
 // (frames and count); the number of frames. Runs on the background thread
-// (libunwind's tables may allocate), never in a signal handler.
-//
-// Two registers are not always enough: a function built with frame
-// pointers finds its frame from %rbp, and when no function below it saved
-// %rbp (the C library's wrappers of nanosleep, poll or epoll_wait do not)
-// its value is only in the register, which /proc does not give. Then the
-// frame pointer is looked for above the last frame's stack pointer: a slot
-// whose next word is a return address (it follows a call, and a call that
-// names its target names the function of the frame that stopped). It is
-// kept only when the unwind from it reaches the thread's outermost frame
-// with every frame in an unwind table, which a stale return address or a
-// spilled pointer does not (kStackFramePointerScan); else the stack stays
-// as far as the two registers took it.
+// (libunwind's tables may allocate), never in a signal handler. A frame
+// that needs the frame pointer, which /proc does not give, is continued
+// from one found on the stack (frame_scan.h) when the unwind from it
+// reaches the thread's outermost frame with every frame in an unwind table
+// (kStackFramePointerScan); else the stack stays as far as the two
+// registers took it.
 uint32_t ReadBlockedStack(fmt::StackSlot* slot, const TaskState& state, bool* truncated) {
   *truncated = false;
   if (!g_blocked.as) return 0;
   BlockedThread t{getpid(), state.sp, state.pc, {-1, -1}, 0};
   BlockedUnwind u = UnwindBlocked(slot, &t);
-#if defined(__x86_64__)
-  constexpr unw_word_t kScanBytes = 16 * 1024;
-  constexpr int kMaxTries = 8;
   if (!u.whole && !u.truncated && u.frames > 0) {
     fmt::StackFrame first[fmt::kMaxFrames];
     memcpy(first, slot->frames, u.frames * sizeof(first[0]));
     const BlockedUnwind cut = u;
-    int tries = 0;
-    for (unw_word_t at = cut.last_sp & ~unw_word_t(7); at < cut.last_sp + kScanBytes && tries < kMaxTries; at += 8) {
-      unw_word_t ra = 0;
-      if (ReadWord(&t, at + 8, &ra) != 0) break;  // the end of the stack
-      const CallBefore call = CallBeforeReturn(&t, ra);
-      if (!call.call || (call.target && call.target != cut.last_start)) continue;
-      ++tries;
-      t.fp = at;
+    auto read = [&](uint64_t addr, uint64_t* word) {
+      unw_word_t w = 0;
+      const bool ok = ReadWord(&t, addr, &w) == 0;
+      *word = w;
+      return ok;
+    };
+    const bool found = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, [&](uint64_t fp) {
+      t.fp = fp;
       u = UnwindBlocked(slot, &t);
       if (u.whole && u.frames > cut.frames && u.without_tables == cut.without_tables &&
           !memcmp(first, slot->frames, cut.frames * sizeof(first[0]))) {
-        slot->flags |= fmt::kStackFramePointerScan;
-        break;
+        return true;
       }
       u = cut;
+      return false;
+    });
+    if (found) {
+      slot->flags |= fmt::kStackFramePointerScan;
+    } else {
+      memcpy(slot->frames, first, cut.frames * sizeof(first[0]));
     }
-    if (!(slot->flags & fmt::kStackFramePointerScan)) memcpy(slot->frames, first, cut.frames * sizeof(first[0]));
   }
-#endif
   if (t.pipe[0] >= 0) {
     close(t.pipe[0]);
     close(t.pipe[1]);

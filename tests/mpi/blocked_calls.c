@@ -11,7 +11,7 @@
  *              its idle capture while computing
  *
  * Each blocking thread waits 8 s (or, for pause, until the main thread
- * signals it at 9 s) and prints one line: the call, its return value, its
+ * signals it at 9.5 s) and prints one line: the call, its return value, its
  * errno and its time in whole seconds (rounded down). Linux never restarts nanosleep,
  * poll, select, epoll_wait, sem_timedwait, sigtimedwait, semtimedop or a
  * socket read with SO_RCVTIMEO after a signal handler ran (signal(7)), so a
@@ -205,7 +205,9 @@ int main(int argc, char** argv) {
   } else {
     compute_for(kWaitS + 1);
   }
-  while (now_s() - t0 < kWaitS + 1) usleep(10000);
+  /* pause ends at 9.5 s: its whole seconds are 9 whatever the threads'
+   * start times (at 9 s exactly they read 8 or 9 by a coin flip). */
+  while (now_s() - t0 < kWaitS + 1.5) usleep(10000);
   pthread_kill(pause_thread, SIGUSR1);
   for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
 
