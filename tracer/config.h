@@ -75,11 +75,12 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "up to a power of two, 1024 at least.")                                    \
   X(stacks, "HANGTRACE_STACKS", FlagSetting, "1",                              \
     "1: capture native stacks in the process on a watchdog timeout, a "       \
-    "fatal signal, or once after a timeout's time in no traced call "        \
-    "(briefly signals each thread). 0: never.")                               \
+    "fatal signal, or once after a timeout's time in no traced call: a "     \
+    "thread blocked in a system call is read where it waits, a running one " \
+    "is briefly signalled (no call of the program returns early). 0: never.")\
   X(python, "HANGTRACE_PYTHON", FlagSetting, "1",                              \
     "1: with the native stacks, capture every thread's Python frames by "     \
-    "CPython's own dumper (the other threads wait in the stack signal's "     \
+    "CPython's own dumper (the running threads wait in the stack signal's "  \
     "handler meanwhile, at most 1 s). 0: native stacks only.")                \
   X(torch, "HANGTRACE_TORCH", FlagSetting, "1",                                \
     "1: `hangtrace run` puts its Python hook first on PYTHONPATH (the "        \
