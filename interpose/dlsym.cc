@@ -66,15 +66,17 @@ extern "C" __attribute__((visibility("hidden"))) void* hangtrace_dlsym_other(voi
   void* p = hangtrace::RealDlsym(handle, name);
   if (!p || !name) return p;
   // One of our MPI wrappers (the global scope finds them first) where no MPI
-  // library is loaded: absent, as it would be untraced. (An MPI library
-  // defines PMPI_<name>; this library never does.)
+  // library that can be traced is loaded: what the program would find
+  // untraced, the next definition after this library's (an MPI stub's
+  // own, as MUMPS's libseq defines MPI_* but no PMPI_*), or none. (An MPI
+  // library defines PMPI_<name>; this library never does.)
   if (strncmp(name, "MPI_", 4) == 0) {
     Dl_info mine, found;
     if (dladdr(reinterpret_cast<void*>(&hangtrace_dlsym_other), &mine) && dladdr(p, &found) &&
         mine.dli_fbase == found.dli_fbase) {
       char pmpi[128] = "P";
       strncat(pmpi, name, sizeof(pmpi) - 2);
-      if (!hangtrace::mpi::FindReal(pmpi)) return nullptr;
+      if (!hangtrace::mpi::FindReal(pmpi)) return hangtrace::RealDlsym(RTLD_NEXT, name);
     }
   }
 #if HANGTRACE_HAVE_GPU

@@ -10,11 +10,15 @@
 
 #include "interpose/dlsym.h"
 #include "interpose/mpi_support.h"  // Open MPI's build: FindReal
+#include "tracer/internal.h"        // WriteStderrLine
 
 namespace hangtrace::mpi_abi {
 namespace {
 
-enum Abi : int { kUndecided = 0, kOpenMpi = 1, kMpich = 2 };
+// kPassThrough: the process's MPI cannot be traced (a stub such as MUMPS's
+// libseq or PETSc's mpiuni defines MPI_* but no PMPI_*): every call goes
+// straight to the program's own MPI_* function, as untraced.
+enum Abi : int { kUndecided = 0, kOpenMpi = 1, kMpich = 2, kPassThrough = 3 };
 int g_abi = kUndecided;
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -25,7 +29,11 @@ pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 Abi Detect() {
   std::string path;
   void* library = mpi::OpenMpiLibrary(&path);
-  if (path.empty()) return kUndecided;  // no MPI loaded yet
+  if (path.empty()) {
+    // No PMPI_Init anywhere: an MPI the wrappers cannot call through, when
+    // something else defines MPI_Init; else no MPI is loaded yet.
+    return RealDlsym(RTLD_NEXT, "MPI_Init") ? kPassThrough : kUndecided;
+  }
   auto has = [&](const char* symbol) { return mpi::MpiData(symbol, library) != nullptr; };
   Abi abi = kOpenMpi;
   if (has("ompi_mpi_comm_world")) {
@@ -47,10 +55,24 @@ Abi Detect() {
 }
 
 void PointTable(Abi abi) {
+  if (abi == kPassThrough) {
+    Dl_info where{};
+    dladdr(RealDlsym(RTLD_NEXT, "MPI_Init"), &where);
+    std::string line = "hangtrace: ";
+    line += where.dli_fname ? where.dli_fname : "the program's MPI";
+    line += " defines MPI_* but no PMPI_* (an MPI stub, such as MUMPS's libseq or PETSc's mpiuni?): its calls run "
+            "untraced";
+    WriteStderrLine(line.c_str());
+  }
   for (unsigned i = 0; i < kNumEntries; ++i) {
     const Entry& e = kEntries[i];
     void* target = e.ompi;
-    if (abi == kMpich) {
+    if (abi == kPassThrough) {
+      // The program's own function (the next definition after this
+      // library's); one it lacks is one its callers could not have linked.
+      target = RealDlsym(RTLD_NEXT, e.name);
+      if (!target) target = reinterpret_cast<void*>(&mpi::NoSuchMpiFunction);
+    } else if (abi == kMpich) {
       target = e.mpich ? e.mpich : RealDlsym(RTLD_NEXT, e.name);
       if (!target) target = e.ompi;  // no such function in this MPI: a caller would have failed to link
     }

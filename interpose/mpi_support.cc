@@ -371,15 +371,23 @@ void* FindReal(const char* name) {
   return f;
 }
 
+int NoSuchMpiFunction() {
+  static bool said = false;
+  if (!__atomic_exchange_n(&said, true, __ATOMIC_ACQ_REL)) {
+    WriteStderrLine("hangtrace: an MPI function was called that no loaded MPI library defines; it returns "
+                    "MPI_ERR_OTHER (untraced, the call could not have been made)");
+  }
+  return 16;  // MPI_ERR_OTHER in Open MPI, MPI_ERR_INTERN in MPICH: an error either way
+}
+
 void* ResolveReal(const char* name) {
   void* f = FindReal(name);
-  if (!f) {
-    char line[200];
-    snprintf(line, sizeof(line), "hangtrace: cannot find %s in any loaded MPI library; aborting", name);
-    WriteStderrLine(line);
-    abort();
+  if (!f && name[0] == 'P') {
+    // An MPI without this PMPI_ entry point: its own MPI_ function, the
+    // next definition after this library's, untraced below the wrapper.
+    f = RealDlsym(RTLD_NEXT, name + 1);
   }
-  return f;
+  return f ? f : reinterpret_cast<void*>(&NoSuchMpiFunction);
 }
 
 #if !HT_MPI_NO_FORTRAN  // MPICH's Fortran bindings call the C functions

@@ -349,10 +349,14 @@ MPI_Request* SaveFortranRequests(int count, const MPI_Fint* requests);
 void Initialized(int provided_level);
 
 // Finds PMPI_<name> the first time it is needed: RTLD_NEXT, then the global
-// scope, then an MPI library loaded with RTLD_LOCAL. Aborts with a clear
-// message when MPI is not loaded at all (the program called MPI_* itself,
-// so it must have MPI).
+// scope, then an MPI library loaded with RTLD_LOCAL; where no library has
+// it, the program's own MPI_<name> (the next definition after this
+// library's: called untraced below the wrapper); where nothing defines it,
+// NoSuchMpiFunction. Never aborts: tracing fails open.
 void* ResolveReal(const char* name);
+// Stands in for an MPI function nothing defines (a weak reference made
+// non-null by this library's exports): says so once, returns an MPI error.
+int NoSuchMpiFunction();
 // The same lookup without the abort: null when no loaded library has it.
 void* FindReal(const char* name);
 // The MPI library that defines PMPI_Init, opened without loading it again

@@ -133,7 +133,9 @@ TEST(Dump, ReadsEveryThreadOfARunningProcessAndLeavesItRunning) {
   for (const auto& t : proc["threads"]) {
     // Blocked in a call: read where it waits; running: stopped briefly.
     EXPECT_TRUE(t["method"] == "blocked" || t["method"] == "ptrace") << t.dump();
-    if (HasFrame(node, t, "parked_thread")) EXPECT_EQ(t["method"], "blocked") << "a parked thread was stopped";
+    if (HasFrame(node, t, "parked_thread")) {
+      EXPECT_EQ(t["method"], "blocked") << "a parked thread was stopped";
+    }
     parked += HasFrame(node, t, "parked_thread");
     main_stuck += HasFrame(node, t, "stuck_in_here") && HasFrame(node, t, "main");
   }

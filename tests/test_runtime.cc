@@ -542,6 +542,27 @@ ProgramResult RunShellTraced(const TempDir& dir, const std::string& script,
   return RunProgram({"/bin/sh", "-c", script}, env, 60);
 }
 
+TEST(Runtime, ASerialProgramOnAnMpiStubRunsAsUntraced) {
+  // A program linked to an MPI stub (MPI_* defined, no PMPI_*: MUMPS's
+  // libseq, PETSc's mpiuni) was aborted under the preload ("cannot find
+  // PMPI_Init in any loaded MPI library; aborting"). Its calls now go to
+  // its own functions, untraced, with one line on stderr at most; found
+  // linked, by dlsym after hangtrace's first lookup, and before it.
+  for (const char* mode : {"linked", "dlopen", "dlsym-first"}) {
+    TempDir dir;
+    ProgramResult untraced = RunProgram({HT_STUB_PROG, mode}, {}, 30);
+    ProgramResult traced = RunProgram({HT_CLI, "run", "--dir", dir.path(), "--", HT_STUB_PROG, mode}, {}, 30);
+    ASSERT_EQ(untraced.exit_code, 0) << untraced.err;
+    EXPECT_NE(untraced.out.find("allreduce 0 -> 7 8 9"), std::string::npos) << untraced.out;
+    EXPECT_EQ(traced.exit_code, 0) << mode << ": " << traced.err;
+    EXPECT_EQ(traced.out, untraced.out) << mode;
+    EXPECT_LE(std::count(traced.err.begin(), traced.err.end(), '\n'), 1) << mode << ": " << traced.err;
+    if (!traced.err.empty()) {
+      EXPECT_NE(traced.err.find("no PMPI_*"), std::string::npos) << traced.err;
+    }
+  }
+}
+
 TEST(Runtime, ProcessesWithoutATracedCallLeaveNothingBehind) {
   // 200 traced /bin/true, as a shell loop does: they filled a 64 MiB /dev/shm.
   TempDir dir;

@@ -1,4 +1,4 @@
-// hangtrace on-disk trace file format, version 1.
+// hangtrace on-disk trace file format (kVersion below; docs/FORMAT.md).
 //
 // This is the one header that both the writer (the runtime inside a traced
 // process, tracer/) and every reader (merger/, the node-side dump, tests)
