@@ -29,6 +29,8 @@ int AnalyzeCommand(int argc, char** argv) {
       "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/ --interval 5    # live: slow, or hung?\n"
       "  hangtrace analyze dump2/ --earlier dump1/   # two dumps, seconds apart: slow, or hung?\n"
       "  hangtrace analyze                    # the only job in the trace folder (hangtrace ls)\n\n"
+      "A folder that holds several runs of one job id (concurrent srun steps, a rerun) is analyzed\n"
+      "run by run, newest first; --run picks one.\n\n"
       "verdicts: hang, deadlock, mismatch, crash, no-hang (with evidence: every rank exited, moved,\n"
       "or computes), unknown (the evidence cannot decide; the report says what would).\n\n"
       "exit status: 0 no hang, 3 a hang, deadlock, mismatch or crash found, 1 could not analyze\n"
@@ -58,6 +60,10 @@ int AnalyzeCommand(int argc, char** argv) {
                  "since are slow, not hung (for a dump, which --interval cannot read twice)")
       ->expected(1, -1);
   app.add_option("--threads", threads, "reader threads (default: all cores)");
+  std::string run;
+  app.add_option("--run", run,
+                 "only this run of the job (files of several runs under one job id, as concurrent srun steps "
+                 "or a rerun leave, are otherwise analyzed run by run, newest first)");
   HT_PARSE(app, argc, argv);
 
   if (paths.empty()) {
@@ -91,6 +97,7 @@ int AnalyzeCommand(int argc, char** argv) {
   request.interval = interval;
   request.earlier = earlier;
   request.threads = threads;
+  if (app.count("--run")) request.run = run;
   return RunAnalysis(request);
 }
 

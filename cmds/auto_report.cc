@@ -2,21 +2,32 @@
 // node by the traced job itself when its watchdog fires (tracer/
 // auto_report.cc starts it; docs/DUMP.md, "The automatic report").
 //
-//   1. joins the job's round in the report folder OUT (shared by every node):
-//      the one announced in OUT/round.started within the last minute, else a
-//      new one, announced there (a node whose ranks all compute, and so never
-//      fire, sees the announcement and joins);
-//   2. dumps this node compact, no stacks (the ranks captured theirs when the
-//      watchdog fired), into OUT/<round>/first/, waits --settle seconds, and
-//      dumps it again into OUT/<round>/second/: the second look that tells a
-//      slow job from a hung one;
-//   3. the first node to get here reports: it waits until the node dumps
-//      cover every rank, or --wait seconds, then analyzes the second look
-//      against the first and prints one report on stderr, the job's log
-//      (and writes OUT/<round>/report.txt and report.json). A node that sent
-//      nothing by then has its ranks named as missing, never blamed.
+//   1. opens the report folder OUT (shared by every node) once and checks
+//      it (tracer/report_folder.h: ours, no one else may write in it unless
+//      it is sticky, room on its file system), and this run's folder in it
+//      (RUN: one job id may hold several runs, each reported on its own);
+//   2. joins the run's round: the one announced in RUN/round.started
+//      within the last minute, else a new one, announced there (a node
+//      whose ranks all compute, and so never fire, sees it and joins);
+//   3. dumps this node's processes of the run compact, no stacks (the ranks
+//      captured theirs when the watchdog fired), into ROUND/first/, waits
+//      --settle seconds, and dumps again into ROUND/second/: the second
+//      look tells a slow job from a hung one;
+//   4. the first node to get here reports: it waits until the node dumps
+//      cover every rank, or --wait seconds, analyzes the second look against
+//      the first, writes ROUND/report.txt and report.json, and puts the
+//      report's block into its log (--log), which the rank that started it
+//      prints on its stderr, the job's log. A node that sent nothing by then
+//      has its ranks named as missing, never blamed.
 // The other nodes' helpers exit after their dumps, saying nothing.
+//
+// Every file in OUT is made and opened relative to the descriptors opened
+// in step 1 (the dumps and the analysis reach them through /proc/self/fd),
+// never through a path checked first and opened after. The helper holds
+// none of the job's descriptors (its stdin, stdout and stderr are
+// /dev/null), ends itself after --deadline seconds, and SIGTERM ends it.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +38,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -39,31 +49,51 @@
 #include "cmds/subprocess.h"
 #include "merger/node_dump.h"
 #include "merger/rank_set.h"
-#include "tracer/procfs.h"
+#include "tracer/report_folder.h"
 
 namespace hangtrace {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+namespace rf = report_folder;
 
-bool MakeFolders(const std::string& path) {
-  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
-    const std::string part = pos == std::string::npos ? path : path.substr(0, pos);
-    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-    if (pos == std::string::npos) return true;
+constexpr int kRoundGapS = 60;  // a round stays joinable this long
+
+// Where the helper's lines go: its log file (the rank that started it
+// prints it), else stderr (run by hand).
+class Log {
+ public:
+  explicit Log(std::string path) : path_(std::move(path)) {}
+  void Say(const std::string& text) { text_ += text.empty() || text.back() == '\n' ? text : text + "\n"; }
+  // Written once, at the end: the rank prints it when the helper is gone.
+  ~Log() {
+    if (text_.empty()) return;
+    if (path_.empty()) {
+      if (write(2, text_.data(), text_.size()) < 0) {
+      }
+      return;
+    }
+    // The log lives in the job's trace folder, which is ours and closed to
+    // others (the runtime checked it): made new, never through a link.
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    if (write(fd, text_.data(), text_.size()) < 0) {
+    }
+    close(fd);
   }
+
+ private:
+  std::string path_, text_;
+};
+
+// A path that reaches the folder `fd` from this process and its children
+// (which inherit it): never re-resolved through the names above it.
+std::string ThroughFd(int fd, const std::string& below = "") {
+  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd) + (below.empty() ? "" : "/" + below);
 }
 
-// The first line of a small file ("" when unreadable).
-std::string FirstLine(const std::string& path) {
-  char buf[128];
-  if (ReadSmallFile(path.c_str(), buf, sizeof(buf)) <= 0) return "";
-  std::string s = buf;
-  return s.substr(0, s.find('\n'));
-}
-
-// A round's name as JoinRound makes it, and nothing else: the file is read
-// back from a shared folder, and its content becomes a path.
+// A round's name as JoinRound makes it, and nothing else: the marker is
+// read back from a shared folder, and its content becomes a folder's name.
 bool ValidRound(const std::string& round) {
   if (round.rfind("round-", 0) != 0 || round.size() > 40) return false;
   for (char c : round.substr(6)) {
@@ -72,39 +102,39 @@ bool ValidRound(const std::string& round) {
   return true;
 }
 
-// The round this node joins: the one announced within the last minute, or a
-// new one it announces (written aside and renamed: a reader never sees half
-// a name; two nodes announcing at once both read back the one that stayed).
-std::string JoinRound(const std::string& out) {
-  const std::string marker = out + "/round.started";
-  struct stat st;
-  if (stat(marker.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60) {
-    if (std::string round = FirstLine(marker); ValidRound(round)) return round;
+std::string FirstLine(int dir, const std::string& name) {
+  std::string text;
+  if (!rf::Read(dir, name, &text, 128)) return "";
+  return text.substr(0, text.find('\n'));
+}
+
+// The round this node joins: the one announced within the last minute, or
+// a new one it announces (written aside and renamed: a reader never sees
+// half a name; two nodes announcing at once both read back the one that
+// stayed).
+std::string JoinRound(int run) {
+  const long long at = rf::ModifiedAt(run, "round.started");
+  if (at >= 0 && time(nullptr) - at < kRoundGapS) {
+    if (std::string round = FirstLine(run, "round.started"); ValidRound(round)) return round;
   }
   char name[64];
   const time_t now = time(nullptr);
   struct tm tm;
   localtime_r(&now, &tm);
   strftime(name, sizeof(name), "round-%Y%m%d-%H%M%S", &tm);
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const std::string aside = marker + "." + host + "." + std::to_string(getpid());
-  {
-    std::ofstream o(aside);
-    o << name << "\n";
-  }
-  rename(aside.c_str(), marker.c_str());
+  rf::WriteWhole(run, "round.started", std::string(name) + "\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::string round = FirstLine(marker);
+  const std::string round = FirstLine(run, "round.started");
   return ValidRound(round) ? round : name;
 }
 
-// Runs this binary's `dump` into `folder`, for a minute at most (a process
-// that cannot be read must not hold the report); its exit status.
-int Dump(const std::string& dir, const std::string& job, const std::string& folder) {
-  std::string out, err;
-  return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--no-stacks", "--quiet", "--out", folder}, 60, &out,
-                 &err);
+// Runs this binary's `dump` of the run's processes into `out`, for a
+// minute at most (a process that cannot be read must not hold the report);
+// its exit status.
+int Dump(const std::string& dir, const std::string& job, const std::string& run, const std::string& out) {
+  std::string stdout_text, stderr_text;
+  return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--run", run, "--no-stacks", "--quiet", "--out", out},
+                 60, &stdout_text, &stderr_text);
 }
 
 // The ranks the node dumps of `look` hold, and the world size they name.
@@ -122,12 +152,17 @@ RankSet Covered(const std::string& look, int32_t* world) {
   return ranks;
 }
 
-// Runs the analysis with its stdout going to `path`; its exit status.
-int AnalyzeInto(AnalysisRequest request, const std::string& path) {
+// Runs the analysis with its stdout going to the new file `name` of
+// `round`; its exit status (-1: the file could not be made).
+int AnalyzeInto(AnalysisRequest request, int round, const std::string& name) {
   fflush(stdout);
   const int saved = dup(1);
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || saved < 0) return -1;
+  const int fd = rf::Create(round, name);
+  if (fd < 0 || saved < 0) {
+    if (fd >= 0) close(fd);
+    if (saved >= 0) close(saved);
+    return -1;
+  }
   dup2(fd, 1);
   close(fd);
   const int status = RunAnalysis(request);
@@ -137,66 +172,85 @@ int AnalyzeInto(AnalysisRequest request, const std::string& path) {
   return status;
 }
 
+// Makes `fd` reach the children this process starts (the dumps).
+void Inheritable(int fd) { fcntl(fd, F_SETFD, 0); }
+
 }  // namespace
 
 int AutoReportCommand(int argc, char** argv) {
   CLI::App app{
       "The automatic report of a hung job: run on each node by the traced job itself when its\n"
-      "watchdog fires (HANGTRACE_REPORT=1, the default). Dumps this node twice, seconds apart,\n"
-      "into OUT (a folder every node sees); the first node done waits for the others, analyzes\n"
-      "and prints one report for the whole job on stderr, the job's log.\n\n"
+      "watchdog fires (HANGTRACE_REPORT=1, the default). Dumps this node's processes of the run\n"
+      "twice, seconds apart, into OUT (a folder every node sees); the first node done waits for\n"
+      "the others, analyzes, and writes one report for the whole job, which the rank that\n"
+      "started it prints in the job's log.\n\n"
       "example (what the runtime runs):\n"
-      "  hangtrace auto-report --dir /dev/shm/hangtrace-$USER --job 12345 --out $SLURM_SUBMIT_DIR/hangtrace-report-12345\n",
+      "  hangtrace auto-report --dir /dev/shm/hangtrace-$USER --job 12345 --run slurm-12345.0.0 \\\n"
+      "      --out $SLURM_SUBMIT_DIR/hangtrace-report-12345 --log /dev/shm/hangtrace-$USER/12345/report.log.4242\n",
       "hangtrace auto-report"};
-  std::string dir, job, out;
-  double timeout = 0, settle = 2, wait = 5;
+  std::string dir, job, run, out, log_path, note;
+  double timeout = 0, settle = 2, wait = 5, deadline = 180;
   app.add_option("--dir", dir, "the trace folder root of this node")->required();
   app.add_option("--job", job, "the job id: its folder under --dir")->required();
+  app.add_option("--run", run,
+                 "the run of the job (its processes' HANGTRACE_RUN; \"\" unknown): only its processes are dumped, "
+                 "in a folder of its own in OUT");
   app.add_option("-o,--out", out, "the report folder, shared by every node")->required();
   app.add_option("--timeout", timeout, "the watchdog's timeout the job runs with (said in the report)")->check(Seconds());
   app.add_option("--settle", settle, "seconds between the two looks (default 2)")->check(Seconds());
   app.add_option("--wait", wait, "seconds the reporter waits for the other nodes after its own looks (default 5)")
       ->check(Seconds());
+  app.add_option("--log", log_path, "where the lines for the job's log go (default: stderr)");
+  app.add_option("--note", note, "a line said first (the runtime's: where the report goes, and why)");
+  app.add_option("--deadline", deadline, "seconds after which the helper ends itself (default 180)")->check(Seconds());
   HT_PARSE(app, argc, argv);
+  // Ends itself, whatever it waits for; and SIGTERM ends it, whatever the
+  // job ignored (an ignored signal stays ignored across exec).
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGALRM}) signal(sig, SIG_DFL);
+  alarm(unsigned(deadline > 1 ? deadline : 1));
   const auto t0 = Clock::now();
+  Log log(log_path);
+  if (!note.empty()) log.Say("hangtrace: automatic report: " + note);
 
-  if (!MakeFolders(out)) {
-    fprintf(stderr, "hangtrace: automatic report: cannot make %s: %s; run hangtrace srun-dump or hangtrace dump\n",
-            out.c_str(), strerror(errno));
+  std::string why;
+  const int folder = rf::Open(out, /*create=*/true, &why);
+  const std::string run_name = run.empty() ? std::string("run") : run;
+  const int run_dir = folder < 0 ? -1 : rf::OpenSub(folder, run_name, true, &why);
+  if (run_dir < 0) {
+    log.Say("hangtrace: no automatic report: " + why + "; run hangtrace srun-dump or hangtrace dump");
     return kExitCouldNot;
   }
-  // Ours, not a folder another user made for us to write into (or follow).
-  struct stat st;
-  if (lstat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-    fprintf(stderr, "hangtrace: automatic report: %s is not a folder of uid %u: not used (HANGTRACE_REPORT_DIR names "
-                    "another)\n", out.c_str(), unsigned(geteuid()));
+  const std::string round_name = JoinRound(run_dir);
+  const int round = rf::OpenSub(run_dir, round_name, true, &why);
+  const int first = round < 0 ? -1 : rf::OpenSub(round, "first", true, &why);
+  const int second = round < 0 ? -1 : rf::OpenSub(round, "second", true, &why);
+  if (first < 0 || second < 0) {
+    log.Say("hangtrace: no automatic report: " + out + "/" + run_name + "/" + round_name + ": " + why);
     return kExitCouldNot;
   }
-  const std::string round = out + "/" + JoinRound(out);
-  const std::string first = round + "/first", second = round + "/second";
-  if (!MakeFolders(first) || !MakeFolders(second)) {
-    fprintf(stderr, "hangtrace: automatic report: cannot make %s: %s\n", round.c_str(), strerror(errno));
-    return kExitCouldNot;
-  }
-  Dump(dir, job, first);
+  Inheritable(first);
+  Inheritable(second);
+  Dump(dir, job, run, ThroughFd(first));
   std::this_thread::sleep_for(std::chrono::duration<double>(settle));
-  Dump(dir, job, second);
+  Dump(dir, job, run, ThroughFd(second));
 
   // The first node here reports; the others are done.
-  const int claim = open((round + "/reporter").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int claim = rf::Create(round, "reporter");
   if (claim < 0) return kExitNoHang;
   close(claim);
+  const std::string first_path = ThroughFd(first), second_path = ThroughFd(second);
   int32_t world = -1;
-  RankSet covered = Covered(second, &world);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(wait);
-  while ((world <= 0 || covered.Count() < size_t(world)) && Clock::now() < deadline) {
+  RankSet covered = Covered(second_path, &world);
+  const auto until = Clock::now() + std::chrono::duration<double>(wait);
+  while ((world <= 0 || covered.Count() < size_t(world)) && Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    covered = Covered(second, &world);
+    covered = Covered(second_path, &world);
   }
   AnalysisRequest request;
   request.command = "hangtrace auto-report";
-  request.paths = {second};
-  request.earlier = {first};
+  request.paths = {second_path};
+  request.earlier = {first_path};
+  request.run = run;
   if (world > 0 && covered.Count() < size_t(world)) {
     RankSet missing;
     for (int32_t r = 0; r < world; ++r) {
@@ -207,24 +261,33 @@ int AutoReportCommand(int argc, char** argv) {
     request.warnings.push_back("ranks " + missing.ToString() + " sent no dump within " + waited +
                                " s of this node's: their nodes are silent (dead, or their processes gone)");
   }
-  const std::string text_path = round + "/report.txt";
-  const int status = AnalyzeInto(request, text_path);
+  // The report's messages (stderr) go to the log too, after its block.
+  const std::string where = out + "/" + run_name + "/" + round_name;
+  const std::string text_path = where + "/report.txt";
+  const int status = AnalyzeInto(request, round, "report.txt");
+  if (status < 0) {
+    log.Say("hangtrace: no automatic report: cannot write " + text_path + ": " + strerror(errno));
+    return kExitCouldNot;
+  }
   request.format = "json";
-  AnalyzeInto(request, round + "/report.json");
+  AnalyzeInto(request, round, "report.json");
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  std::ifstream in(text_path);
+  std::string text;
+  rf::Read(round, "report.txt", &text, 1 << 20);
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::istringstream in(text); std::getline(in, text);) lines.push_back(text);
   if (status == kExitNoHang) {
-    // Slow, or every rank computes: one line, once per job.
-    const int said = open((out + "/slow.said").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    // Slow, or every rank computes: one line, once per run.
+    const int said = rf::Create(run_dir, "slow.said");
     if (said >= 0) {
       close(said);
       std::string verdict = lines.empty() ? "not hung" : lines[0];
       if (verdict.rfind("hangtrace: ", 0) == 0) verdict = verdict.substr(11);
-      fprintf(stderr, "hangtrace: calls outlasted the watchdog's %g s, but the job moved between two looks %g s apart: "
-                      "%s (said once; the report: %s)\n", timeout, settle, verdict.c_str(), text_path.c_str());
+      char head[160];
+      snprintf(head, sizeof(head), "hangtrace: calls outlasted the watchdog's %g s, but the job moved between two looks "
+               "%g s apart: ", timeout, settle);
+      log.Say(head + verdict + " (said once; the report: " + text_path + ")");
     }
     return kExitNoHang;
   }
@@ -251,11 +314,9 @@ int AutoReportCommand(int argc, char** argv) {
   block << seconds << " s)\n";
   for (size_t i = 0; i < lines.size() && i < kMaxLines; ++i) block << lines[i] << "\n";
   if (lines.size() > kMaxLines) block << "  ... " << lines.size() - kMaxLines << " more lines in " << text_path << "\n";
-  block << "hangtrace: the report: " << text_path << " (JSON: report.json); the dumps: " << second
-        << " (hangtrace analyze " << second << " --earlier " << first << ")\n";
-  const std::string text = block.str();
-  if (write(2, text.data(), text.size()) < 0) {
-  }
+  block << "hangtrace: the report: " << text_path << " (JSON: report.json); the dumps: " << where
+        << "/second (hangtrace analyze " << where << "/second --earlier " << where << "/first)\n";
+  log.Say(block.str());
   return status;
 }
 

@@ -342,6 +342,10 @@ int DumpCommand(int argc, char** argv) {
                "then return EINTR: see above)");
   app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
   app.add_flag("--quiet", quiet, "no progress lines");
+  std::string run;
+  app.add_option("--run", run,
+                 "only the traced processes of this run of the job (HANGTRACE_RUN; what `hangtrace inspect` "
+                 "calls run; \"\" for files that name none): one job id may hold several runs");
   if (PidArgumentsMissing(argc, argv)) {
     fprintf(stderr,
             "hangtrace dump: --pid needs process ids (did the command that should give them, such as "
@@ -419,6 +423,7 @@ int DumpCommand(int argc, char** argv) {
       return;
     }
     if (s->process.forked) return;  // a fork child of a rank (its stacks come with --pid)
+    if (app.count("--run") && BoundedString(s->process.run, sizeof(s->process.run)) != run) return;  // another run
     // A trace folder on a shared file system holds every node's files: this
     // node dumps its own.
     if (BoundedString(s->process.host, sizeof(s->process.host)) != host) return;
@@ -475,6 +480,7 @@ int DumpCommand(int argc, char** argv) {
     }
   }
   for (const RankedProcess& r : ranked) {
+    if (app.count("--run") && MappedTraceFile(r.pid).empty()) continue;  // untraced: its run is not known
     bool known = false;
     for (const Target& t : targets) known |= t.pid == r.pid;
     if (known) continue;

@@ -103,8 +103,10 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
   for (const std::string& w : s.warnings) printf("warning  %s\n", w.c_str());
   std::string rank = p.rank >= 0 ? "rank " + std::to_string(p.rank) : "rank unknown";
   if (p.world_size > 0) rank += " of " + std::to_string(p.world_size);
-  printf("process  pid %d on %s, %s (%s), job %s%s%s\n", p.pid, p.host, rank.c_str(),
-         fmt::RankSourceName(fmt::RankSource(p.rank_source)), p.job, p.step[0] ? " step " : "", p.step);
+  const std::string run = BoundedString(p.run, sizeof(p.run));
+  printf("process  pid %d on %s, %s (%s), job %s%s%s%s%s\n", p.pid, p.host, rank.c_str(),
+         fmt::RankSourceName(fmt::RankSource(p.rank_source)), p.job, p.step[0] ? " step " : "", p.step,
+         run.empty() ? "" : ", run ", run.c_str());
   if (p.forked) printf("forked   from traced pid %d\n", p.parent_pid);
   printf("command  %s\n", p.cmdline[0] ? p.cmdline : p.exe);
 

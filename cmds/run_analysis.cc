@@ -13,6 +13,7 @@
 
 #include "cmds/commands.h"
 #include "merger/diagnose.h"
+#include "merger/job_list.h"
 #include "merger/node_dump.h"
 #include "merger/pictures.h"
 #include "merger/report.h"
@@ -113,6 +114,46 @@ int ExitStatusOf(Verdict v) {
 
 }  // namespace
 
+int RunAnalysis(const AnalysisRequest& r);
+
+namespace {
+
+// The runs of `job` (paths that hold several), newest first: each
+// analyzed on its own under a heading (text), or the newest alone (JSON:
+// one object), the others named on stderr with the way to pick one.
+int AnalyzeEachRun(const AnalysisRequest& r, const Job& job) {
+  std::vector<std::pair<std::string, RunFiles>> runs(job.runs.begin(), job.runs.end());
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
+    return a.second.start_real_ns != b.second.start_real_ns ? a.second.start_real_ns > b.second.start_real_ns
+                                                            : a.first > b.first;
+  });
+  const bool text = r.format == "text";
+  const int64_t now = NowRealNs();
+  fprintf(stderr, "%s: these paths hold the files of %zu runs of one job id (concurrent steps, or reruns): %s\n",
+          r.command, runs.size(),
+          text ? "each is analyzed on its own, newest first" : "the newest is reported; --run ID picks another");
+  for (const auto& [id, f] : runs) {
+    fprintf(stderr, "  run %-28s %zu file(s), started %s ago, e.g. %s\n", id.empty() ? "(unknown)" : id.c_str(),
+            f.files, f.start_real_ns ? Ago(now, f.start_real_ns).c_str() : "?", f.example.c_str());
+  }
+  int newest = kExitCouldNot;
+  for (size_t i = 0; i < runs.size() && (text || i == 0); ++i) {
+    AnalysisRequest one = r;
+    one.run = runs[i].first;
+    if (i > 0) one.perfetto.clear(), one.dot.clear(), one.graph.clear();  // pictures of the newest only
+    if (text) {
+      printf("%s== run %s (%zu of %zu, %s)\n", i ? "\n" : "", runs[i].first.empty() ? "(unknown)" : runs[i].first.c_str(),
+             i + 1, runs.size(), i ? "older" : "the newest");
+      fflush(stdout);
+    }
+    const int rc = RunAnalysis(one);
+    if (i == 0) newest = rc;
+  }
+  return newest;
+}
+
+}  // namespace
+
 int RunAnalysis(const AnalysisRequest& r) {
   const char* cmd = r.command;
   const bool text = r.format == "text";
@@ -135,6 +176,7 @@ int RunAnalysis(const AnalysisRequest& r) {
   }
   LoadOptions opts;
   opts.threads = r.threads;
+  opts.run = r.run;
   // A progress line on a terminal, once reading takes over a second.
   const auto started = std::chrono::steady_clock::now();
   bool progress_shown = false;
@@ -200,6 +242,16 @@ int RunAnalysis(const AnalysisRequest& r) {
       fprintf(stderr, "  job %-16s %zu file(s), e.g. in %s\n", id.empty() ? "(none)" : id.c_str(), f.files,
               folder.c_str());
     }
+    return kExitCouldNot;
+  }
+  // One job id, several runs (concurrent steps of one allocation, a rerun
+  // in the same folder): never one diagnosis. Each run on its own, newest
+  // first; the exit status is the newest run's.
+  if (!r.run && job.runs.size() > 1) return AnalyzeEachRun(r, job);
+  if (r.run && job.files == 0) {
+    fprintf(stderr, "%s: no trace file of run %s under the given paths (runs there:", cmd, r.run->c_str());
+    for (const auto& [id, f] : job.runs) fprintf(stderr, " %s", id.empty() ? "(unknown)" : id.c_str());
+    fprintf(stderr, ")\n");
     return kExitCouldNot;
   }
   if (!r.earlier.empty() && !earlier.jobs.empty() && !job.jobs.empty() &&

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct AnalysisRequest {
   int threads = 0;                            // reader threads (0: all cores)
   std::vector<std::string> warnings;          // said with the job's own (srun-dump: silent nodes)
   nlohmann::json json_extra;                  // merged into the JSON report (srun-dump: "dump")
+  // Only this run of the job (fmt::ProcessInfo::run). Unset, paths that
+  // hold several runs are analyzed run by run, newest first (JSON: the
+  // newest; the others are named on stderr).
+  std::optional<std::string> run;
 };
 
 // Prints the report on stdout (messages on stderr) and returns the exit

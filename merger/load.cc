@@ -57,7 +57,8 @@ class DumpCache {
 };
 
 // One file through the per-file stages.
-void LoadFile(const std::string& path, SharedJob* shared, DumpCache* dumps, Partial* out) {
+void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* shared, DumpCache* dumps,
+              Partial* out) {
   std::string err;
   ReadOptions opts;
   opts.sort_events = false;
@@ -70,6 +71,12 @@ void LoadFile(const std::string& path, SharedJob* shared, DumpCache* dumps, Part
   for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
   JobFiles& of_job = out->jobs[BoundedString(s.process.job, sizeof(s.process.job))];
   if (of_job.files++ == 0) of_job.example = path;
+  // Runs are told apart by the launch, not by the job id they share.
+  const std::string run = BoundedString(s.process.run, sizeof(s.process.run));
+  RunFiles& of_run = out->runs[run];
+  if (of_run.files++ == 0 || path < of_run.example) of_run.example = path;
+  if (!s.process.forked) of_run.start_real_ns = std::max(of_run.start_real_ns, s.process.clock.ref_real_ns);
+  if (options.run && run != *options.run) return;
   if (!load::IsRankFile(s, path, &out->warnings)) return;
   ++out->files;
   out->records += s.events.size();
@@ -146,7 +153,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     const bool reports = part == &parts[0] && options.progress;
     auto last = std::chrono::steady_clock::now();
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-      LoadFile(files[i], &shared, &dumps, part);
+      LoadFile(files[i], options, &shared, &dumps, part);
       if (reports && std::chrono::steady_clock::now() - last > std::chrono::milliseconds(500)) {
         last = std::chrono::steady_clock::now();
         options.progress(std::min(next.load(), files.size()), files.size());
@@ -175,6 +182,12 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
       JobFiles& all = job.jobs[id];
       if (all.example.empty() || f.example < all.example) all.example = f.example;
       all.files += f.files;
+    }
+    for (auto& [id, f] : part.runs) {
+      RunFiles& all = job.runs[id];
+      if (all.example.empty() || f.example < all.example) all.example = f.example;
+      all.files += f.files;
+      all.start_real_ns = std::max(all.start_real_ns, f.start_real_ns);
     }
     for (RankView& v : part.ranks) {
       v.worker = uint32_t(w);

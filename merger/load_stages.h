@@ -48,6 +48,7 @@ struct Partial {
   uint64_t records = 0;
   size_t files = 0;
   std::map<std::string, JobFiles> jobs;
+  std::map<std::string, RunFiles> runs;
   // The node.json processes of the folder of this worker's last file.
   std::string dump_folder;
   const std::unordered_map<int32_t, NodeProcess>* dump = nullptr;

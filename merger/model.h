@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -286,11 +287,22 @@ struct JobFiles {
   std::string example;  // one of them
 };
 
+// The files of one run of the job (fmt::ProcessInfo::run): concurrent
+// steps of one allocation, or reruns under one job id.
+struct RunFiles {
+  size_t files = 0;
+  std::string example;         // one of them
+  int64_t start_real_ns = 0;   // its newest process start: runs are told newest first
+};
+
 struct Job {
   int32_t world_size = 0;
   // Every job id the files name: more than one, and the paths mix jobs
   // (analyze refuses: their ranks and sequence numbers mean nothing together).
   std::map<std::string, JobFiles> jobs;
+  // Every run the files name ("" where unknown). More than one: the files
+  // of several launches under one job id, analyzed run by run (LoadOptions::run).
+  std::map<std::string, RunFiles> runs;
   std::vector<RankView> ranks;        // index = world rank; kMissing when absent
   std::vector<GlobalComm> comms;
   std::unordered_map<uint64_t, int32_t> comm_index;
@@ -339,6 +351,9 @@ inline constexpr int32_t kMaxRanks = 1 << 20;
 
 struct LoadOptions {
   int threads = 0;  // 0: hardware concurrency
+  // Only the files of this run (Job::runs), when set; the others are
+  // counted in Job::runs and left out.
+  std::optional<std::string> run;
   // Called about twice a second while files are read (from one reader
   // thread): files read so far, files in all.
   std::function<void(size_t done, size_t total)> progress;

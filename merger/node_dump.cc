@@ -241,7 +241,9 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   std::error_code ec;
-  if (!fs::is_directory(fs::symlink_status(path, ec))) return out;
+  // The path named is followed (as `ls` does, and as a /proc/PID/fd/N path
+  // to an opened folder must be); what lies under it is not.
+  if (!fs::is_directory(fs::status(path, ec))) return out;
   auto has = [&](const fs::path& dir) { return fs::is_regular_file(fs::symlink_status(dir / kNodeFile, ec)); };
   if (has(path)) out.push_back(path);
   const FolderTrust trust(path);  // another user's node folder is skipped (FindTraceFiles says so)

@@ -443,8 +443,9 @@ TEST(Runtime, TheWatchdogStartsTheAutomaticReportOnceAndPrintsNoLineOfItsOwn) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 2u) << "the helper was not started exactly once";
-  EXPECT_EQ(lines[0].rfind("auto-report --dir " + dir.path() + " --job job --out " + report.path() + "/out --timeout 0.3", 0),
-            0u) << lines[0];
+  EXPECT_EQ(lines[0].rfind("auto-report --dir " + dir.path() + " --job job --run ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(" --out " + report.path() + "/out --timeout 0.3 --log " + dir.path() + "/job/report.log."),
+            std::string::npos) << lines[0];
   EXPECT_EQ(lines[1], "0") << "the helper inherited LD_PRELOAD or a rank";
   TraceSnapshot s = ReadOnly(dir);
   EXPECT_GE(s.process.watchdog_fires, 1u);

@@ -41,6 +41,7 @@
 #include "tracer/clock.h"
 #include "tracer/config.h"
 #include "tracer/internal.h"
+#include "tracer/report_folder.h"
 #include "tracer/runtime.h"
 
 extern char** environ;
@@ -48,11 +49,11 @@ extern char** environ;
 namespace hangtrace {
 namespace {
 
-constexpr char kRoundFile[] = "report.round";
 constexpr int64_t kRoundGapNs = 60ll * 1000000000;  // one round a minute at most
 
 pid_t g_helper = 0;         // the running helper, 0: none
-int64_t g_round_start = 0;  // when this process started its round; 0: none held
+char g_helper_log[64];      // its log's name in the job's trace folder
+int64_t g_round_start = 0;  // when this process took its node's round; 0: none held
 bool g_said_unavailable = false;
 int64_t g_next_look = 0;    // when an idle first local rank looks for a round next
 
@@ -70,16 +71,36 @@ std::string HelperPath() {
   return !cli.empty() && access(cli.c_str(), X_OK) == 0 ? cli : std::string();
 }
 
-// The folder every node writes its dumps into: HANGTRACE_REPORT_DIR, else
-// hangtrace-report-<job> in the folder the job was submitted from (SLURM),
-// else the one it was launched from.
-std::string ReportFolder(const char* job) {
-  std::string dir = ExpandUser(RuntimeConfig().report_dir);
-  if (!dir.empty()) return dir;
-  const char* base = getenv("SLURM_SUBMIT_DIR");
-  if (!base || !*base) base = getenv("PWD");
-  std::string where = base && *base ? base : ".";
-  return where + "/hangtrace-report-" + job;
+// The run's name in the report folder and in the node's round file: its
+// identity (HANGTRACE_RUN, or what the launcher says), "run" when unknown.
+std::string RunName() {
+  const std::string& run = RuntimeConfig().run;
+  return run.empty() ? std::string("run") : run;
+}
+
+// The report folder of `job`, opened and checked (report_folder.h): the
+// default, or when its folder cannot take it (a launch folder the user may
+// not write in) the user's own fallback; `create` on a fire, not on a look.
+struct Where {
+  int fd = -1;
+  std::string path, why;
+  bool fallback = false;  // the default could not be made: `why` says so
+};
+Where OpenReportFolder(const std::string& job, bool create) {
+  Where w;
+  w.path = report_folder::DefaultPath(job);
+  bool cannot_create = false;
+  w.fd = report_folder::Open(w.path, create, &w.why, &cannot_create);
+  if (w.fd >= 0 || !cannot_create || !RuntimeConfig().report_dir.empty()) return w;
+  const std::string fallback = report_folder::FallbackPath(job);
+  std::string why;
+  const int fd = fallback.empty() ? -1 : report_folder::Open(fallback, create, &why);
+  if (fd < 0) return w;
+  w.fd = fd;
+  w.fallback = true;
+  w.why += "; the report goes to " + fallback;
+  w.path = fallback;
+  return w;
 }
 
 // A rank's environment, less what would make the helper look like a rank
@@ -107,11 +128,22 @@ int SpawnChild(void* arg) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);  // the tracer thread blocks every signal; the helper must not
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null >= 0) dup2(null, 0);
-  // Only stdout and stderr go with it: a socket of the MPI library or of
-  // the launcher held open by the helper would hide the rank's death from
-  // them (a PMIx server notices it by the socket's close) while it runs.
+  // A signal the program ignores stays ignored across exec: the helper's
+  // SIGTERM and SIGALRM (its own deadline) must end it.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+  // None of the job's descriptors: not its stdout and stderr (mpirun and
+  // srun wait for every holder of their output pipes: a job would end only
+  // when the helper does), nor a socket of the MPI library or the launcher
+  // (a PMIx server notices a rank's death by its close). The helper writes
+  // its lines into its log, which the process that started it prints.
+  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+  }
   if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
     for (int fd = 3; fd < 4096; ++fd) close(fd);
   }
@@ -138,6 +170,41 @@ bool StartHelper(const std::string& cli, const std::vector<std::string>& args) {
   if (pid <= 0) return false;
   g_helper = pid;
   return true;
+}
+
+// Takes the node's round of this run (the round file in the job's trace
+// folder, O_EXCL), unless another process has it; a round file whose owner
+// died is taken over once it is older than two gaps.
+bool TakeRound(TraceFile* f, int64_t now) {
+  const std::string name = "report.round." + RunName();
+  int fd = openat(f->dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    struct stat st;
+    if (fstatat(f->dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        time(nullptr) - st.st_mtime > 2 * kRoundGapNs / 1000000000) {
+      unlinkat(f->dir_fd, name.c_str(), 0);
+    }
+    return false;
+  }
+  if (fd < 0) return false;
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (write(fd, pid.data(), pid.size()) < 0) {
+  }
+  close(fd);
+  g_round_start = now;
+  return true;
+}
+
+// The helper ended: what it said (its log) goes to this process's stderr,
+// the job's log, unless the program has put something else on fd 2.
+void PrintHelperLog(TraceFile* f) {
+  if (!g_helper_log[0] || f->dir_fd < 0) return;
+  std::string text;
+  if (report_folder::Read(f->dir_fd, g_helper_log, &text, 256 * 1024) && !text.empty()) {
+    WriteStderrBlock(text.data(), text.size());
+  }
+  unlinkat(f->dir_fd, g_helper_log, 0);
+  g_helper_log[0] = '\0';
 }
 
 }  // namespace
@@ -167,62 +234,71 @@ bool FirstOnNode() {
   return first == 1;
 }
 
-// Another node's round was announced in the shared folder within the gap.
-bool RoundAnnounced(const char* job) {
-  struct stat st;
-  const std::string marker = ReportFolder(job) + "/round.started";
-  return stat(marker.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < kRoundGapNs / 1000000000;
-}
-
-void AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   const int64_t now = MonotonicNs();
   if (g_helper > 0) {
     int status;
-    if (waitpid(g_helper, &status, WNOHANG | __WALL) != 0) g_helper = 0;  // ended (or not ours: ECHILD)
+    if (waitpid(g_helper, &status, WNOHANG | __WALL) != 0) {  // ended (or not ours: ECHILD)
+      g_helper = 0;
+      PrintHelperLog(f);
+    }
   }
   if (g_round_start && g_helper == 0 && now - g_round_start >= kRoundGapNs) {
-    unlinkat(f->dir_fd, kRoundFile, 0);  // the node may start another round
+    unlinkat(f->dir_fd, ("report.round." + RunName()).c_str(), 0);  // the node may start another round
     g_round_start = 0;
   }
   // Most ticks end here: nothing fired, and no look for a round is due.
   const bool look = !fired && idle && now >= g_next_look && FirstOnNode();
-  if ((!fired && !look) || g_round_start || f->dir_fd < 0 || !AutoReportOn()) return;
+  if ((!fired && !look) || f->dir_fd < 0 || !AutoReportOn()) return false;
+  if (g_round_start) return fired;  // this process's round covers it
   // The job's trace folder: DIR/JOB (f->path is DIR/JOB/host.pid.htrace once named).
   std::string folder = f->path;
   if (f->naming == kNamed) folder = folder.substr(0, folder.rfind('/'));
   const std::string job = folder.substr(folder.rfind('/') + 1);
   if (look) {
+    // Another node's round of this run, announced within the gap?
     g_next_look = now + 2ll * 1000000000;
-    if (!RoundAnnounced(job.c_str())) return;
+    Where w = OpenReportFolder(job, /*create=*/false);
+    if (w.fd < 0) return false;
+    std::string why;
+    const int run = report_folder::OpenSub(w.fd, RunName(), false, &why);
+    const long long at = run >= 0 ? report_folder::ModifiedAt(run, "round.started") : -1;
+    if (run >= 0) close(run);
+    close(w.fd);
+    if (at < 0 || time(nullptr) - at >= kRoundGapNs / 1000000000) return false;
   }
-  int fd = openat(f->dir_fd, kRoundFile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    // Another process of the node has the round; unless it died holding it.
-    struct stat st;
-    if (fstatat(f->dir_fd, kRoundFile, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        time(nullptr) - st.st_mtime > 2 * kRoundGapNs / 1000000000) {
-      unlinkat(f->dir_fd, kRoundFile, 0);
+  Where w = OpenReportFolder(job, /*create=*/true);
+  if (w.fd < 0) {
+    // No report can be made: the watchdog's lines say what each rank
+    // waits in, and the node's round taker says why, once a round.
+    if (fired && TakeRound(f, now)) {
+      WriteStderrLine(("hangtrace: no automatic report: " + w.why +
+                       "; each rank's watchdog line follows (hangtrace srun-dump or hangtrace dump still work)")
+                          .c_str());
     }
-    return;
+    return false;
   }
-  if (fd < 0) return;
-  const std::string pid = std::to_string(getpid()) + "\n";
-  if (write(fd, pid.data(), pid.size()) < 0) {
-  }
-  close(fd);
-  g_round_start = now;
+  close(w.fd);
+  if (!TakeRound(f, now)) return fired;  // another process of the node has this round
+  snprintf(g_helper_log, sizeof(g_helper_log), "report.log.%d", int(getpid()));
+  unlinkat(f->dir_fd, g_helper_log, 0);  // a dead predecessor's of this pid
   const std::string root = folder.substr(0, folder.rfind('/'));
   char timeout[32];
   snprintf(timeout, sizeof(timeout), "%g", timeout_s);
+  std::vector<std::string> args = {"auto-report", "--dir", root, "--job", job, "--run", RuntimeConfig().run, "--out", w.path,
+                                   "--timeout", timeout, "--log", folder + "/" + g_helper_log};
+  if (w.fallback) args.insert(args.end(), {"--note", w.why});
   const std::string cli = HelperPath();
-  if (cli.empty() || !StartHelper(cli, {"auto-report", "--dir", root, "--job", job, "--out", ReportFolder(job.c_str()),
-                                        "--timeout", timeout})) {
+  if (cli.empty() || !StartHelper(cli, args)) {
+    g_helper_log[0] = '\0';
     if (!g_said_unavailable) {
       g_said_unavailable = true;
       WriteStderrLine("hangtrace: watchdog: cannot start `hangtrace auto-report` for the automatic report "
                       "(HANGTRACE_CLI names the hangtrace binary); run hangtrace srun-dump or hangtrace dump");
     }
+    return false;
   }
+  return true;
 }
 
 }  // namespace hangtrace

@@ -144,8 +144,8 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line
   // per rank: the WATCHDOG records in the file say the rest.
-  AutoReportTick(f, fired, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
-  if (!fired || RuntimeConfig().quiet || AutoReportOn()) return;
+  const bool reported = AutoReportTick(f, fired, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
+  if (!fired || RuntimeConfig().quiet || reported) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];
     if (i == nlines - 1) {

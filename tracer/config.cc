@@ -1,4 +1,5 @@
 #include "tracer/config.h"
+#include "tracer/procfs.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -99,13 +100,57 @@ std::string ExpandUser(std::string path) {
   return path;
 }
 
+// torchrun's run id, unless it is its default "none" (every standalone
+// torchrun has it: it names no run).
+const char* TorchRunId() {
+  const char* id = Env("TORCHELASTIC_RUN_ID");
+  return id && strcmp(id, "none") != 0 ? id : nullptr;
+}
+
 bool JobSetting::Parse(const char* v, Type* out) {
   const char* job = *v ? v : nullptr;
   if (!job) job = Env("SLURM_JOB_ID");
   if (!job) job = Env("PMIX_NAMESPACE");           // Open MPI 4/5 with PRRTE/ORTE
   if (!job) job = Env("OMPI_MCA_ess_base_jobid");  // Open MPI 4
-  if (!job) job = Env("TORCHELASTIC_RUN_ID");
+  if (!job) job = TorchRunId();
   *out = PathSafe(job ? job : "local");
+  return true;
+}
+
+// The run: what every rank of one launch shares and another launch under
+// the same job id does not. SLURM: job, step, restart count (concurrent
+// srun steps and a requeued job differ). Open MPI: the namespace mpirun
+// made. torchrun: its run id and restart count. Else, for a process a
+// launcher started as a rank (hydra, a standalone torchrun): that
+// launcher's pid and start time on this node. Else unknown ("").
+bool RunSetting::Parse(const char* v, Type* out) {
+  if (*v) {
+    *out = PathSafe(v);
+    return true;
+  }
+  auto or_default = [](const char* name, const char* fallback) {
+    const char* x = Env(name);
+    return std::string(x ? x : fallback);
+  };
+  std::string run;
+  if (const char* job = Env("SLURM_JOB_ID")) {
+    run = std::string("slurm-") + job + "." + or_default("SLURM_STEP_ID", "batch") + "." +
+          or_default("SLURM_RESTART_COUNT", "0");
+  } else if (const char* ns = Env("PMIX_NAMESPACE")) {
+    run = std::string("pmix-") + ns;
+  } else if (const char* id = Env("OMPI_MCA_ess_base_jobid")) {
+    run = std::string("ompi-") + id;
+  } else if (const char* torch = TorchRunId()) {
+    run = std::string("torch-") + torch + "." + or_default("TORCHELASTIC_RESTART_COUNT", "0");
+  } else if (Env("TORCHELASTIC_RUN_ID") || Env("PMI_RANK") || Env("RANK") || Env("PALS_RANKID")) {
+    ProcStat parent;
+    const pid_t ppid = getppid();
+    if (ReadProcStat(ppid, &parent)) {
+      run = "launcher-" + std::to_string(ppid) + "-" + std::to_string(parent.start_time);
+      if (const char* restart = Env("TORCHELASTIC_RESTART_COUNT")) run += std::string(".") + restart;
+    }
+  }
+  *out = run.empty() ? run : PathSafe(run);
   return true;
 }
 

@@ -48,6 +48,12 @@ struct PathSetting {     // a path, as given: ExpandUser() makes a literal $USER
   static bool Parse(const char* text, Type* out);
   static constexpr const char* kWant = "a path";
 };
+struct RunSetting {      // a run of a job, made safe as a name; empty: from the launcher
+  using Type = std::string;
+  static bool Parse(const char* text, Type* out);
+  static constexpr const char* kWant = "a run id";
+};
+
 struct JobSetting {      // a job id, made safe as a folder name; empty: the launcher's
   using Type = std::string;
   static bool Parse(const char* text, Type* out);
@@ -96,6 +102,12 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "Job id naming the subfolder. Default: SLURM_JOB_ID, else the "           \
     "launcher's (PMIX_NAMESPACE, OMPI jobid, TORCHELASTIC_RUN_ID), else "     \
     "'local'.")                                                                \
+  X(run, "HANGTRACE_RUN", RunSetting, "",                                      \
+    "Which run of the job: tells apart concurrent steps of one allocation "   \
+    "and reruns under one job id, whose files are never merged. Default: "    \
+    "SLURM's job, step and restart count, else the launcher's (Open MPI's "  \
+    "namespace, torchrun's run id and restart count, the launcher's pid and " \
+    "start time).")                                                           \
   X(quiet, "HANGTRACE_QUIET", FlagSetting, "0",                                \
     "1: no watchdog lines and no automatic report on stderr (errors still "   \
     "print).")                                                                 \

@@ -445,7 +445,14 @@ struct ProcessInfo {
   int32_t term_sender_pid;  // siginfo si_pid (0: the kernel, or unknown)
   uint64_t term_ticks;      // when it arrived
   char term_sender[16];     // the sender's name (/proc/PID/comm), when readable
-  uint8_t reserved[216];
+  // Which run of the job this process belongs to (HANGTRACE_RUN, else made
+  // from the launcher: SLURM's step and restart count, Open MPI's
+  // namespace, torchrun's run id and restart count, the launcher's pid and
+  // start time). Concurrent steps of one allocation and reruns share a job
+  // id; their files are never merged into one diagnosis. "": unknown (older
+  // writers, no launcher): one run.
+  char run[64];
+  uint8_t reserved[152];
 };
 static_assert(offsetof(ProcessInfo, state) == 20);
 static_assert(offsetof(ProcessInfo, fault_addr) == 40);
@@ -455,6 +462,7 @@ static_assert(offsetof(ProcessInfo, heartbeat_mono_ns) == 128);
 static_assert(offsetof(ProcessInfo, host) == 168);
 static_assert(offsetof(ProcessInfo, python_version) == 1096);
 static_assert(offsetof(ProcessInfo, term_signal) == 1104);
+static_assert(offsetof(ProcessInfo, run) == 1136);
 static_assert(sizeof(ProcessInfo) == 1352);
 
 // ---------------------------------------------------------------------------

@@ -46,12 +46,15 @@ int CurrentSigaction(int sig, struct sigaction* out);
 struct Config;
 struct TraceFile;
 
-// The automatic report (auto_report.cc). On: the watchdog prints no line per
-// rank; the node's round of `hangtrace auto-report` reports for the job.
+// The automatic report (auto_report.cc): the node's round of `hangtrace
+// auto-report` reports for the job.
 bool AutoReportOn();
 // Each background tick: `fired` (a call past the timeout was flagged now),
-// `idle` (no traced call in flight, and none for the timeout).
-void AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s);
+// `idle` (no traced call in flight, and none for the timeout). True when
+// the automatic report covers this fire (the watchdog prints no line per
+// rank); false when it is off or cannot be made (its folder refused, full,
+// read-only: said once), and the watchdog's lines are printed.
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s);
 // Copies `src` into a field of `cap` bytes: at most cap - 1 of it, and a NUL.
 void CopyString(char* dst, size_t cap, const char* src);
 // Whether the file is named at start (a launcher's rank, HANGTRACE_KEEP)

@@ -557,10 +557,28 @@ void RecordExit(int code) {
   }
 }
 
+namespace {
+// What fd 2 was when the runtime started: hangtrace writes there only while
+// it still is (a program may close its stderr and reuse the number for a
+// data file, which a report line must never go into).
+struct StderrIdentity {
+  bool known = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+StderrIdentity g_stderr;
+
+bool StderrIsTheJobs() {
+  struct stat st;
+  return g_stderr.known && fstat(STDERR_FILENO, &st) == 0 && st.st_dev == g_stderr.dev && st.st_ino == g_stderr.ino;
+}
+}  // namespace
+
 bool StartRuntime(const Config& config, void (*register_calls)()) {
   Settings() = config;
   g_register_calls = register_calls;
   if (config.off) return false;
+  if (struct stat st; fstat(STDERR_FILENO, &st) == 0) g_stderr = {true, st.st_dev, st.st_ino};
   if (!config.errors.empty()) WriteStderrLine(("hangtrace: " + config.errors).c_str());
   static bool atfork_done = false;
   if (!atfork_done) {
@@ -591,20 +609,25 @@ bool StartAtFirstCall() {
   return __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE) != nullptr;
 }
 
-void WriteStderrLine(const char* line) {
+void WriteStderrBlock(const char* text, size_t n) {
   // write(2), not stdio: the stderr FILE lock may be held by a hung thread.
+  const int saved_errno = errno;
+  for (size_t off = 0; off < n && StderrIsTheJobs();) {
+    const ssize_t w = write(STDERR_FILENO, text + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    off += size_t(w);
+  }
+  errno = saved_errno;
+}
+
+void WriteStderrLine(const char* line) {
   size_t n = strlen(line);
   char buf[1024];
   if (n > sizeof(buf) - 2) n = sizeof(buf) - 2;
   memcpy(buf, line, n);
   buf[n++] = '\n';
-  size_t off = 0;
-  while (off < n) {
-    ssize_t w = write(STDERR_FILENO, buf + off, n - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    off += size_t(w);
-  }
+  WriteStderrBlock(buf, n);
 }
 
 }  // namespace hangtrace

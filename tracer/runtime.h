@@ -359,8 +359,12 @@ void LibraryInitializing(bool running);
 // (signals meant for the program never land there); false on failure.
 bool StartTracerThread(void* (*main)(void*));
 
-// One line on stderr with write(2); never blocks on stdio locks.
+// One line on stderr with write(2); never blocks on stdio locks. Written
+// only while fd 2 is the stderr the process started with (a program that
+// closed it and reused the number gets nothing into its file); errno kept.
 void WriteStderrLine(const char* line);
+// The same for a block of lines, written at once.
+void WriteStderrBlock(const char* text, size_t n);
 
 }  // namespace hangtrace
 #pragma GCC visibility pop

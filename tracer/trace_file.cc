@@ -71,6 +71,7 @@ void FillProcessInfo(fmt::ProcessInfo* p, const Config& c) {
   gethostname(p->host, sizeof(p->host) - 1);
   CopyString(p->job, sizeof(p->job), c.job.c_str());
   CopyString(p->step, sizeof(p->step), getenv("SLURM_STEP_ID"));
+  CopyString(p->run, sizeof(p->run), c.run.c_str());
   ssize_t n = readlink("/proc/self/exe", p->exe, sizeof(p->exe) - 1);
   if (n > 0) p->exe[n] = '\0';
   n = ReadSmallFile("/proc/self/cmdline", p->cmdline, sizeof(p->cmdline));

@@ -53,8 +53,12 @@
 #   auto-torch            the same for torch_hang.py skip (gloo): the report
 #                         names rank 2 in dist.broadcast, from the trace
 #   auto-slow             rank 1 sleeps 3 s past a 2 s timeout, then all
-#                         finish: the log says the job moved, and holds no
-#                         hang report
+#                         finish: no hang report in the log, and the round's
+#                         report (in the folder) says the job moved
+#   auto-pipes            rank 1 sleeps 3 s past a 2 s timeout, the report's
+#                         helper (a stand-in that sleeps 30 s) holds none of
+#                         the job's descriptors: mpirun ends with its last
+#                         rank, not with the helper
 # The other scenarios run with HANGTRACE_REPORT=0: one watchdog line per rank.
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
@@ -201,7 +205,7 @@ auto_report_within() {
     fail "the automatic report came later than $limit s"
   [ "$(grep -c 'hangtrace: automatic report of job' job.out)" = 1 ] || fail "not exactly one automatic report"
   ! grep -q 'hangtrace: watchdog:' job.out || fail "watchdog lines per rank beside the report"
-  cp "$(ls "$work"/report/round-*/report.json | head -1)" report.json
+  cp "$(ls "$work"/report/*/round-*/report.json | head -1)" report.json
   status=3
 }
 
@@ -369,11 +373,31 @@ case "$scenario" in
     check verdict=mismatch culprits=2 op:0-1,3=allreduce op:2=bcast why:2="torch_hang.py:"
     ;;
   auto-slow)
+    # The job ends before the round's second look, which sees it moved: no
+    # hang report. (The rank that started the helper has exited by then, so
+    # the "moved" line stays in the report folder.)
     start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" slow 3
     job_ended 60 || fail "the job did not end"
-    sleep 6  # a report, if one were coming
     ! grep -q 'hangtrace: automatic report' job.out || fail "a slow job got a hang report"
-    says "but the job moved between two looks" || fail "the log does not say the job moved"
+    round_reported() { ls "$work"/report/*/round-*/report.txt > /dev/null 2>&1; }
+    for _ in $(seq 150); do round_reported && break; sleep 0.1; done  # the helper outlives the job
+    round_reported || fail "the round left no report"
+    for _ in $(seq 50); do [ -s "$work"/report/*/round-*/report.json ] && break; sleep 0.1; done
+    head -1 "$work"/report/*/round-*/report.txt | grep -q "NO-HANG" || fail "the round's report is not no-hang: $(head -3 "$work"/report/*/round-*/report.txt)"
+    ;;
+  auto-pipes)
+    # A helper that would hold the job's output pipe keeps mpirun from
+    # ending (it waits for every holder). The stand-in lists its open
+    # descriptors, then sleeps 30 s.
+    printf '#!/bin/sh\nls -l /proc/$$/fd > "%s/helper-fds"\nexec sleep 30\n' "$work" > fake-hangtrace.sh
+    chmod +x fake-hangtrace.sh
+    start "${auto[@]}" HANGTRACE_CLI="$work/fake-hangtrace.sh" $(traced) \
+      mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" slow 3
+    for _ in $(seq 200); do kill -0 "$job_pid" 2> /dev/null || break; sleep 0.1; done
+    ! kill -0 "$job_pid" 2> /dev/null || fail "mpirun outlived its ranks by 10 s: it waits for the helper"
+    [ -s helper-fds ] || fail "the helper was never started"
+    pgrep -fx "sleep 30" > /dev/null || fail "the helper is gone: the check proves nothing"
+    ! grep -q "$work/job.out\|pipe:\|socket:" helper-fds || fail "the helper holds the job's descriptors: $(cat helper-fds)"
     ;;
   torch-abort)
     need python3 python3-torch
