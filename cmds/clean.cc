@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "cmds/commands.h"
 #include "merger/job_list.h"
@@ -41,9 +42,9 @@ int RemoveJobFolder(const std::string& path, std::string* left) {
   for (const std::string& name : names) {
     struct stat st;
     const bool trace = name.size() > 7 && name.compare(name.size() - 7, 7, ".htrace") == 0;
-    if (trace && fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-        unlinkat(dir, name.c_str(), 0) == 0) {
-      ++removed;
+    if ((trace || IsBookkeeping(name)) && fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && unlinkat(dir, name.c_str(), 0) == 0) {
+      removed += trace;
     } else {
       ++kept;
     }
@@ -57,6 +58,51 @@ int RemoveJobFolder(const std::string& path, std::string* left) {
   return removed;
 }
 
+// Removes what is under the folder `dir` (an open descriptor) and is this
+// user's, depth first, never through a link; true when all of it went.
+bool RemoveUnder(int dir) {
+  DIR* d = fdopendir(dup(dir));
+  if (!d) return false;
+  std::vector<std::string> names;
+  while (struct dirent* e = readdir(d)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  }
+  closedir(d);
+  bool all = true;
+  for (const std::string& name : names) {
+    struct stat st;
+    if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) {
+      all = false;
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      const int sub = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      const bool emptied = sub >= 0 && RemoveUnder(sub);
+      if (sub >= 0) close(sub);
+      all &= emptied && unlinkat(dir, name.c_str(), AT_REMOVEDIR) == 0;
+    } else {
+      all &= unlinkat(dir, name.c_str(), 0) == 0;  // a link itself, never what it points to
+    }
+  }
+  return all;
+}
+
+// Removes a report folder (hangtrace-report-JOB: its runs, rounds, dumps
+// and reports), never through a link and only what is ours; what stayed is
+// said in `left`.
+bool RemoveReportFolder(const std::string& path, std::string* left) {
+  const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    *left = "cannot open: " + std::string(strerror(errno));
+    return false;
+  }
+  const bool all = RemoveUnder(dir);
+  close(dir);
+  if (!all) *left = "entries of another user, or that could not be removed, left in place";
+  else if (rmdir(path.c_str()) != 0) *left = "folder not removed: " + std::string(strerror(errno));
+  return left->empty();
+}
+
 }  // namespace
 
 int CleanCommand(int argc, char** argv) {
@@ -68,7 +114,11 @@ int CleanCommand(int argc, char** argv) {
       "  hangtrace clean -n                   # what would go\n"
       "  hangtrace clean --older-than 3600    # ended jobs last seen over an hour ago\n"
       "  hangtrace clean --job 12345\n"
-      "  hangtrace clean --job 12345 /scratch/traces   # a trace folder of your own\n",
+      "  hangtrace clean --job 12345 /scratch/traces   # a trace folder of your own\n\n"
+      "The automatic report's folders (hangtrace-report-JOB, in the folder a job was launched\n"
+      "from) go with their jobs: the one each job's trace folder names, and those found in the\n"
+      "current folder (--reports names others). One whose job this machine knows nothing of is\n"
+      "removed once untouched for an hour (the job may run on other nodes).\n",
       "hangtrace clean"};
   std::string root = ExpandUser(Config::FromEnvironment().dir);
   bool dry_run = false;
@@ -81,7 +131,13 @@ int CleanCommand(int argc, char** argv) {
   app.add_option("-j,--job", only, "only this job (by name, as `hangtrace ls` lists it); repeat for more")
       ->expected(1)
       ->allow_extra_args(false);
+  std::vector<std::string> search;
+  app.add_option("--reports", search,
+                 "look for report folders (hangtrace-report-*) here (default: the current folder); repeat for more")
+      ->expected(1)
+      ->allow_extra_args(false);
   HT_PARSE(app, argc, argv);
+  if (search.empty()) search.push_back(".");
 
   std::string error;
   std::vector<std::string> warnings;
@@ -120,6 +176,34 @@ int CleanCommand(int argc, char** argv) {
     ++removed_jobs;
     freed += j.bytes;
   }
+  // The report folders: with their job when it ended here; a job this
+  // machine knows nothing of may run elsewhere, so its folder goes only
+  // once untouched for an hour.
+  size_t removed_reports = 0;
+  for (const ReportFolderSummary& r : ListReportFolders(jobs, search, &warnings)) {
+    if (!only.empty() && std::find(only.begin(), only.end(), r.job) == only.end()) continue;
+    seen.insert(r.job);
+    if (r.job_live) continue;
+    const bool known = std::any_of(jobs.begin(), jobs.end(), [&](const JobSummary& j) { return j.job == r.job; });
+    const double idle_s = double(now - r.newest_real_ns) / 1e9;
+    if (idle_s < std::max(older_than, known ? 0.0 : 3600.0)) continue;
+    if (std::filesystem::path(r.path).filename().string().rfind("hangtrace-report-", 0) != 0) {
+      fprintf(stderr, "hangtrace clean: kept %s: a report folder HANGTRACE_REPORT_DIR named, not one hangtrace made\n",
+              r.path.c_str());
+      continue;
+    }
+    if (dry_run) {
+      printf("would remove %s (reports of job %s, %zu round(s), %s)\n", r.path.c_str(), r.job.c_str(), r.rounds,
+             ByteSize(r.bytes).c_str());
+      continue;
+    }
+    std::string left;
+    RemoveReportFolder(r.path, &left);
+    printf("removed %s (reports of job %s, %zu round(s), %s)%s\n", r.path.c_str(), r.job.c_str(), r.rounds,
+           ByteSize(r.bytes).c_str(), left.empty() ? "" : ("; " + left).c_str());
+    ++removed_reports;
+    freed += r.bytes;
+  }
   for (const std::string& name : only) {
     if (!seen.count(name)) {
       fprintf(stderr, "hangtrace clean: no job '%s' in %s (hangtrace ls lists them)\n", name.c_str(), root.c_str());
@@ -127,8 +211,8 @@ int CleanCommand(int argc, char** argv) {
     }
   }
   if (!dry_run && only.empty()) {
-    printf("%zu job(s) removed, %s given back; %zu kept\n", removed_jobs, ByteSize(freed).c_str(),
-           jobs.size() - removed_jobs);
+    printf("%zu job(s) and %zu report folder(s) removed, %s given back; %zu job(s) kept\n", removed_jobs,
+           removed_reports, ByteSize(freed).c_str(), jobs.size() - removed_jobs);
   }
   return rc;
 }

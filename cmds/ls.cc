@@ -29,6 +29,23 @@ std::string RanksBrief(const JobSummary& j) {
   return text;
 }
 
+// The automatic report's folders of these jobs and of the folders
+// searched: where each is, its rounds, and whether its job still runs here.
+void PrintReportFolders(const std::vector<JobSummary>& jobs, const std::vector<std::string>& search, int64_t now) {
+  std::vector<std::string> warnings;
+  const std::vector<ReportFolderSummary> reports = ListReportFolders(jobs, search, &warnings);
+  for (const std::string& w : warnings) fprintf(stderr, "hangtrace ls: %s\n", w.c_str());
+  if (reports.empty()) return;
+  printf("\nreport folders (the automatic report's; hangtrace clean removes those of ended jobs):\n");
+  size_t width = 3;
+  for (const ReportFolderSummary& r : reports) width = std::max(width, r.job.size());
+  for (const ReportFolderSummary& r : reports) {
+    printf("  %-*s  %-7s  %2zu round(s)  last %s ago  %8s  %s\n", int(width), r.job.c_str(),
+           r.job_live ? "live" : "ended?", r.rounds, Ago(now, r.newest_real_ns).c_str(), ByteSize(r.bytes).c_str(),
+           r.path.c_str());
+  }
+}
+
 int LsCommand(int argc, char** argv) {
   CLI::App app{
       "List the traced jobs under the trace folder, newest first: state, ranks, hosts, when it\n"
@@ -43,7 +60,14 @@ int LsCommand(int argc, char** argv) {
       "hangtrace ls"};
   std::string root = ExpandUser(Config::FromEnvironment().dir);
   app.add_option("dir", root, "the trace folder (default: HANGTRACE_DIR, else /dev/shm/hangtrace-$USER)");
+  std::vector<std::string> search;
+  app.add_option("--reports", search,
+                 "also list the report folders (hangtrace-report-*) here (default: the current folder); repeat for "
+                 "more")
+      ->expected(1)
+      ->allow_extra_args(false);
   HT_PARSE(app, argc, argv);
+  if (search.empty()) search.push_back(".");
 
   std::string error;
   std::vector<std::string> warnings;
@@ -53,11 +77,12 @@ int LsCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace ls: %s\n", error.c_str());
     return kExitCouldNot;
   }
+  const int64_t now = NowRealNs();
   if (jobs.empty()) {
     printf("no traced job in %s\n", root.c_str());
+    PrintReportFolders(jobs, search, now);
     return 0;
   }
-  const int64_t now = NowRealNs();
   // Columns as wide as their widest entry (a long job name or rank list
   // must not push the others out of line).
   // The command that was launched, shortened: its program's name and the
@@ -97,6 +122,7 @@ int LsCommand(int argc, char** argv) {
   else printf("\nits processes have no rank: hangtrace inspect %s\n", newest.path.c_str());
   const bool named = app.count("dir") > 0;
   if (jobs.size() > 1) printf("remove the finished ones: hangtrace clean%s\n", named ? (" " + root).c_str() : "");
+  PrintReportFolders(jobs, search, now);
   return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "dump/python_frames.h"
 #include "merger/symbolize.h"
 #include "tracer/frame_scan.h"
+#include "tracer/glibc_threads.h"
 
 namespace hangtrace {
 namespace {
@@ -345,6 +346,29 @@ Unwound UnwindBlocked(Dwfl* dwfl, pid_t pid, ThreadRegs* t, size_t max, bool* sc
   return u;
 }
 
+// Where the symbols glibc's thread list is found by are in the process
+// (glibc_threads.h), from the symbol tables of its C library and ld.so.
+std::unordered_map<std::string, uint64_t> ThreadListSymbols(Dwfl* dwfl) {
+  std::unordered_map<std::string, uint64_t> out;
+  auto look = [](Dwfl_Module* mod, void**, const char* name, Dwarf_Addr, void* arg) -> int {
+    const std::string file = name ? name : "";
+    if (file.find("libc.so") == std::string::npos && file.find("ld-linux") == std::string::npos) return DWARF_CB_OK;
+    auto* found = static_cast<std::unordered_map<std::string, uint64_t>*>(arg);
+    const int n = dwfl_module_getsymtab(mod);
+    for (int i = 0; i < n; ++i) {
+      GElf_Sym sym;
+      GElf_Addr addr = 0;
+      const char* sym_name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+      if (sym_name && (strncmp(sym_name, "_thread_db_", 11) == 0 || strcmp(sym_name, "_rtld_global") == 0)) {
+        (*found)[sym_name] = addr;
+      }
+    }
+    return DWARF_CB_OK;
+  };
+  dwfl_getmodules(dwfl, look, &out, 0);
+  return out;
+}
+
 // /proc/PID/task/TID/syscall: blocked (with its sp and pc), running, or
 // unreadable.
 struct SyscallLook {
@@ -521,8 +545,23 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
     }
   }
   // A CPython process: every thread's Python frames, read while its threads
-  // are still stopped or blocked, mixed into their native stacks.
+  // are still stopped or blocked, mixed into their native stacks. CPython
+  // before 3.11 names its threads by pthread_t only: a thread read while
+  // blocked has its own from glibc's thread list.
   if (dwfl_ok && options.python) {
+    const auto symbols = ThreadListSymbols(dwfl);
+    glibc_threads::Walk(
+        [&](const char* name) {
+          auto it = symbols.find(name);
+          return it == symbols.end() ? uint64_t(0) : it->second;
+        },
+        [&](uint64_t addr, uint64_t* word) { return ReadRemoteWord(pid, addr, word); },
+        [&](int tid, uint64_t thread) {
+          for (DumpedThread& t : out.threads) {
+            if (t.tid == tid && !t.thread_pointer) t.thread_pointer = thread;
+          }
+          return true;
+        });
     PythonFrames py = ReadPythonFrames(pid, dwfl);
     out.python_version = py.version;
     out.python_error = py.error;

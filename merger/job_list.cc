@@ -1,11 +1,14 @@
 #include "merger/job_list.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "merger/node_dump.h"
 #include "merger/trace_reader.h"
@@ -140,7 +143,15 @@ std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, st
       }
     }
     if (warnings) warnings->insert(warnings->end(), skipped.begin(), skipped.end());
-    if (j.files + j.unreadable == 0) continue;
+    bool bookkeeping = false;
+    for (const auto& e : fs::directory_iterator(j.path, e2)) {
+      bookkeeping |= e.is_regular_file(e2) && IsBookkeeping(e.path().filename().string());
+    }
+    if (std::ifstream where(j.path + "/report.where"); where) std::getline(where, j.report_folder);
+    // A folder with hangtrace's own files only (the job's trace files
+    // removed, or never written: a job whose report round is all that is
+    // left) is listed, so that clean can take it.
+    if (j.files + j.unreadable == 0 && !bookkeeping) continue;
     // A dump written into the trace folder is no job (its snapshots are
     // photographs of one): left out, and said.
     if (!FindNodeDumps(j.path).empty()) {
@@ -154,6 +165,56 @@ std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, st
     return a.start_real_ns != b.start_real_ns ? a.start_real_ns > b.start_real_ns : a.job < b.job;
   });
   return jobs;
+}
+
+bool IsBookkeeping(const std::string& name) {
+  return name.rfind("report.round", 0) == 0 || name.rfind("report.log.", 0) == 0 || name == "report.where";
+}
+
+std::vector<ReportFolderSummary> ListReportFolders(const std::vector<JobSummary>& jobs,
+                                                   const std::vector<std::string>& search,
+                                                   std::vector<std::string>* warnings) {
+  std::set<std::string> paths;
+  for (const JobSummary& j : jobs) {
+    if (!j.report_folder.empty()) paths.insert(j.report_folder);
+  }
+  for (const std::string& dir : search) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().rfind("hangtrace-report-", 0) == 0) paths.insert(it->path().string());
+    }
+  }
+  std::vector<ReportFolderSummary> out;
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) continue;  // recorded, and removed since
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+      if (warnings) warnings->push_back(path + " is not a folder of this user's: left alone");
+      continue;
+    }
+    ReportFolderSummary r;
+    r.path = path;
+    const std::string name = fs::path(path).filename().string();
+    r.job = name.rfind("hangtrace-report-", 0) == 0 ? name.substr(17) : name;
+    r.newest_real_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      struct stat e;
+      if (lstat(it->path().c_str(), &e) != 0) continue;
+      r.bytes += uint64_t(e.st_blocks) * 512;
+      r.newest_real_ns = std::max(r.newest_real_ns, int64_t(e.st_mtim.tv_sec) * 1000000000 + e.st_mtim.tv_nsec);
+      const std::string entry = it->path().filename().string();
+      if (it.depth() == 0 && S_ISDIR(e.st_mode)) ++r.runs;
+      if (it.depth() == 1 && S_ISDIR(e.st_mode) && entry.rfind("round-", 0) == 0) ++r.rounds;
+    }
+    for (const JobSummary& j : jobs) r.job_live |= j.job == r.job && j.Live();
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const ReportFolderSummary& a, const ReportFolderSummary& b) {
+    return a.newest_real_ns != b.newest_real_ns ? a.newest_real_ns > b.newest_real_ns : a.path < b.path;
+  });
+  return out;
 }
 
 std::string Ago(int64_t now_real_ns, int64_t then_real_ns) {

@@ -31,6 +31,9 @@ struct JobSummary {
   size_t alive = 0, stopped = 0, exited_ok = 0, exited_failed = 0, crashed = 0, gone = 0;
   size_t flagged = 0;         // live processes with a call the watchdog flagged
   JobState state = JobState::kGone;
+  // Where its automatic reports went (report.where in its folder): the
+  // report folder is outside the trace folder, often in the launch folder.
+  std::string report_folder;
   // Whether any process of the job may still write (alive or stopped here).
   bool Live() const { return alive + stopped > 0; }
 };
@@ -40,6 +43,29 @@ struct JobSummary {
 // without trace files are left out. What could not be read is described in
 // `warnings`; `error` when `root` itself cannot be used.
 std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, std::vector<std::string>* warnings);
+
+// hangtrace's own files in a job's trace folder beside the trace files:
+// the node's round of a run (report.round.RUN), the report helper's log
+// (report.log.PID), where the report went (report.where).
+bool IsBookkeeping(const std::string& name);
+
+// A folder of automatic reports (hangtrace-report-JOB): its rounds, per run.
+struct ReportFolderSummary {
+  std::string path;
+  std::string job;              // from its name
+  size_t runs = 0, rounds = 0;
+  int64_t newest_real_ns = 0;   // its newest entry's modification
+  uint64_t bytes = 0;
+  bool job_live = false;        // a job of that name has a process alive or stopped here
+};
+
+// The report folders of `jobs` (their report.where), and those named
+// hangtrace-report-* directly under each folder of `search` (the folders
+// jobs were launched from: the current one by default), ours and not links,
+// newest first.
+std::vector<ReportFolderSummary> ListReportFolders(const std::vector<JobSummary>& jobs,
+                                                   const std::vector<std::string>& search,
+                                                   std::vector<std::string>* warnings);
 
 // CLOCK_REALTIME now, in ns: what the files' wall-clock facts compare with.
 int64_t NowRealNs();

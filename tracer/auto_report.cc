@@ -280,6 +280,9 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   }
   close(w.fd);
   if (!TakeRound(f, now)) return fired;  // another process of the node has this round
+  // Where the report goes, for `hangtrace ls` and `clean` (the folder is
+  // outside the trace folder, often in the launch folder).
+  report_folder::WriteWhole(f->dir_fd, "report.where", w.path + "\n");
   snprintf(g_helper_log, sizeof(g_helper_log), "report.log.%d", int(getpid()));
   unlinkat(f->dir_fd, g_helper_log, 0);  // a dead predecessor's of this pid
   const std::string root = folder.substr(0, folder.rfind('/'));

@@ -60,6 +60,7 @@
 
 #include "tracer/file_locks.h"
 #include "tracer/frame_scan.h"
+#include "tracer/glibc_threads.h"
 #include "tracer/internal.h"
 #include "tracer/procfs.h"
 #include "tracer/python.h"
@@ -271,15 +272,9 @@ TaskState ReadTaskState(int tid) {
   return t;
 }
 
-// The pthread_t of each thread of the process, which a thread read while
-// blocked cannot tell itself (pthread_self() runs on the thread) and which
-// CPython names its threads by. Found the way debuggers find it: glibc
-// describes its thread list for libthread_db in exported descriptors
-// (_thread_db_*: {size in bits, count, offset}), and the list heads live in
-// ld.so's _rtld_global. Every word is read with ReadWord (the list may
-// change under us: a wrong word ends the walk, never faults). Empty where
-// the C library is not glibc 2.34 or newer: then Python frames of blocked
-// threads go unmatched, as the report says.
+// The pthread_t of each thread of the process (glibc_threads.h): a thread
+// read while blocked cannot tell its own, and CPython names its threads by
+// it.
 struct ThreadHandles {
   int count = 0;
   int tids[fmt::kMaxStacks];
@@ -294,33 +289,20 @@ struct ThreadHandles {
 
 ThreadHandles FindThreadHandles() {
   ThreadHandles out;
-  struct Desc {
-    uint32_t bits, count, offset;
-  };
-  auto desc = [](const char* name) { return static_cast<const Desc*>(dlsym(RTLD_DEFAULT, name)); };
-  const Desc* tid = desc("_thread_db_pthread_tid");
-  const Desc* list = desc("_thread_db_pthread_list");
-  const Desc* next = desc("_thread_db_list_t_next");
-  const Desc* used = desc("_thread_db_rtld_global__dl_stack_used");
-  const Desc* user = desc("_thread_db_rtld_global__dl_stack_user");
-  void* rtld_global = dlsym(RTLD_DEFAULT, "_rtld_global");
-  if (!tid || !list || !next || !used || !user || !rtld_global || tid->bits != 32 ||
-      next->bits != 8 * sizeof(unw_word_t)) {
-    return out;
-  }
   BlockedThread reader{getpid(), 0, 0, {-1, -1}, 0};
-  for (const Desc* head_desc : {used, user}) {
-    const unw_word_t head = reinterpret_cast<unw_word_t>(rtld_global) + head_desc->offset;
-    unw_word_t node = head;
-    for (int hops = 0; hops < 4096 && out.count < int(fmt::kMaxStacks); ++hops) {
-      if (ReadWord(&reader, node + next->offset, &node) != 0 || node == head || node == 0) break;
-      const unw_word_t thread = node - list->offset;
-      unw_word_t word = 0;
-      if (ReadWord(&reader, thread + tid->offset, &word) != 0) break;
-      out.tids[out.count] = int(uint32_t(word));  // little-endian: the int is the word's low half
-      out.handles[out.count++] = thread;
-    }
-  }
+  glibc_threads::Walk(
+      [](const char* name) { return uint64_t(reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, name))); },
+      [&](uint64_t addr, uint64_t* word) {
+        unw_word_t w = 0;
+        const bool ok = ReadWord(&reader, addr, &w) == 0;
+        *word = w;
+        return ok;
+      },
+      [&](int tid, uint64_t thread) {
+        out.tids[out.count] = tid;
+        out.handles[out.count++] = thread;
+        return out.count < int(fmt::kMaxStacks);
+      });
   if (reader.pipe[0] >= 0) {
     close(reader.pipe[0]);
     close(reader.pipe[1]);
