@@ -738,6 +738,35 @@ TEST(Mpi, ThreadsBlockedInTimedCallsReturnAsUntracedWhileStacksAreCaptured) {
   EXPECT_EQ(read_where_blocked, 22) << "11 blocked threads in each of 2 ranks";
 }
 
+TEST(Mpi, TwoRunsUnderOneJobIdAreAnalyzedApartNewestFirst) {
+  // Reruns and concurrent srun steps share a job id, and so a folder. Their
+  // files were read as one job: classes from one run, a mismatch invented
+  // from the other. Each run is now analyzed on its own, newest first.
+  TempDir dir;
+  ProgramResult first = RunMpi(dir, 4, "hang", "1");  // rank 1 skips a bcast; SIGALRM ends it
+  EXPECT_NE(first.exit_code, 0);
+  ProgramResult second = RunMpi(dir, 4, "stuck", "120", /*limit_s=*/6);  // rank 1 skips an allreduce; killed
+  ProgramResult r = RunProgram({HT_CLI, "analyze", dir.path() + "/job"}, {}, 60);
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("these paths hold the files of 2 runs of one job id"), std::string::npos) << r.err;
+  const size_t newest = r.out.find("== run "), older = r.out.find("== run ", newest + 1);
+  ASSERT_NE(newest, std::string::npos) << r.out;
+  ASSERT_NE(older, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the newest"), std::string::npos);
+  const std::string newest_report = r.out.substr(newest, older - newest), older_report = r.out.substr(older);
+  EXPECT_NE(newest_report.find("HANG: rank 1 never entered MPI_Allreduce"), std::string::npos) << newest_report;
+  EXPECT_NE(older_report.find("MPI_Bcast"), std::string::npos) << older_report;
+  EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << "a mismatch made of two runs:\n" << r.out;
+  // One run picked; JSON gives the newest.
+  ProgramResult json = RunProgram({HT_CLI, "analyze", dir.path() + "/job", "--format", "json"}, {}, 60);
+  EXPECT_EQ(json.exit_code, 3);
+  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_EQ(j["verdict"], "hang");
+  EXPECT_EQ(j["culprits"].size(), 1u);
+  EXPECT_EQ(j["culprits"][0]["rank"], 1);
+}
+
 TEST(Mpi, PoolWorkersOfARankLeaveNoFileAndNoVerdict) {
   // An mpi4py job whose ranks run a multiprocessing pool (spawn): the
   // workers inherit the rank's variables, make no traced call and are ended

@@ -1,6 +1,8 @@
 // The runtime as users get it: libhangtrace.so preloaded into a separate
 // program (tests/progs/traced_prog.c), whose trace file is then read.
 #include <gtest/gtest.h>
+#include <iterator>
+#include <sys/mount.h>
 #include <unistd.h>
 #include <filesystem>
 #include <sys/stat.h>
@@ -449,6 +451,136 @@ TEST(Runtime, TheWatchdogStartsTheAutomaticReportOnceAndPrintsNoLineOfItsOwn) {
   EXPECT_EQ(lines[1], "0") << "the helper inherited LD_PRELOAD or a rank";
   TraceSnapshot s = ReadOnly(dir);
   EXPECT_GE(s.process.watchdog_fires, 1u);
+}
+
+// The automatic report with the real helper, into `report_dir`, of a
+// process stuck in a call (traced_prog hold) killed after `seconds`.
+ProgramResult RunWithReport(const TempDir& dir, const std::string& report_dir, double seconds,
+                            std::vector<std::pair<std::string, std::string>> env = {},
+                            std::vector<std::string> args = {"hold"}) {
+  env.insert(env.end(), {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", HT_CLI},
+                         {"HANGTRACE_REPORT_DIR", report_dir}});
+  return RunTraced(dir, args, env, seconds);
+}
+
+// Whether `path` (a folder) holds anything.
+bool HoldsAnything(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::directory_iterator(path, ec) != std::filesystem::directory_iterator();
+}
+
+TEST(Runtime, AReportFolderOthersMayWriteInIsRefusedAndTheWatchdogLinesSayTheRest) {
+  // A group or project folder, a shared scratch: others could plant links
+  // or folders where the report goes. Refused, said in one line, and each
+  // rank's watchdog line is printed instead of nothing.
+  TempDir dir, shared;
+  chmod(shared.path().c_str(), 0777);
+  ProgramResult r = RunWithReport(dir, shared.path(), 2.0);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_NE(r.err.find("hangtrace: no automatic report: " + shared.path() + " has mode 777: other users may write"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hangtrace: watchdog: rank"), std::string::npos) << r.err;
+  EXPECT_FALSE(HoldsAnything(shared.path())) << "something was written into the refused folder";
+}
+
+TEST(Runtime, WhatAnotherUserPlantedInAStickyReportFolderIsNeverFollowedNorBelieved) {
+  // A sticky folder all may write in (like /tmp): allowed, since no one can
+  // rename or remove what is ours there; but what another user made in it
+  // is theirs: a folder under the run's name, or a link there to a folder
+  // of ours elsewhere, is refused, and nothing is written through it.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to plant files as another user";
+  for (const char* plant : {"folder", "link"}) {
+    TempDir dir, shared, victim;
+    chmod(shared.path().c_str(), 01777);
+    const std::string run = shared.path() + "/run";  // the run's name where no launcher names one
+    if (std::string(plant) == "folder") {
+      ASSERT_EQ(mkdir(run.c_str(), 0777), 0);
+      ASSERT_EQ(chown(run.c_str(), kOtherUser, kOtherUser), 0);
+    } else {
+      ASSERT_EQ(symlink(victim.path().c_str(), run.c_str()), 0);
+      ASSERT_EQ(lchown(run.c_str(), kOtherUser, kOtherUser), 0);
+    }
+    ProgramResult r = RunWithReport(dir, shared.path(), 3.0);
+    EXPECT_NE(r.err.find("hangtrace: no automatic report: "), std::string::npos) << plant << ": " << r.err;
+    EXPECT_EQ(r.err.find("automatic report of job"), std::string::npos) << plant << ": " << r.err;
+    EXPECT_FALSE(HoldsAnything(victim.path())) << plant << ": written through the planted link";
+    if (std::string(plant) == "folder") EXPECT_FALSE(HoldsAnything(run)) << "written into another user's folder";
+  }
+}
+
+TEST(Runtime, AFifoNamedLikeTheRoundsMarkerDoesNotHoldTheReport) {
+  // Whatever sits under a file's name (here a FIFO where the round's marker
+  // goes), reading it never blocks, and the report comes.
+  TempDir dir, out;
+  const std::string reports = out.path() + "/reports";
+  ASSERT_EQ(mkdir(reports.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((reports + "/run").c_str(), 0700), 0);
+  ASSERT_EQ(mkfifo((reports + "/run/round.started").c_str(), 0600), 0);
+  ProgramResult r = RunWithReport(dir, reports, 8.0);
+  EXPECT_NE(r.err.find("hangtrace: automatic report of job job"), std::string::npos) << r.err;
+}
+
+TEST(Runtime, AReportFolderOnAFullOrReadOnlyFileSystemIsSaidAndTheWatchdogLinesFollow) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to mount a file system";
+  for (const char* state : {"full", "read-only"}) {
+    TempDir dir, mount_point;
+    if (mount("tmpfs", mount_point.path().c_str(), "tmpfs", 0, "size=1m,mode=0700") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs: " << strerror(errno);
+    }
+    const std::string reports = mount_point.path() + "/reports";
+    if (std::string(state) == "full") {
+      std::ofstream fill(mount_point.path() + "/fill");
+      const std::string block(4096, 'x');
+      for (int i = 0; i < 512 && fill.good(); ++i) fill << block;
+    } else {
+      mkdir(reports.c_str(), 0700);
+      mount(nullptr, mount_point.path().c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr);
+    }
+    ProgramResult r = RunWithReport(dir, reports, 2.0);
+    umount2(mount_point.path().c_str(), MNT_DETACH);
+    EXPECT_NE(r.err.find("hangtrace: no automatic report: "), std::string::npos) << state << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(state) == "full" ? "is full" : "read-only"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("hangtrace: watchdog: rank"), std::string::npos) << state << ": " << r.err;
+  }
+}
+
+TEST(Runtime, ALaunchFolderTheUserCannotWriteSendsTheReportToTheirOwnAndSaysWhere) {
+  // The default report folder is in the folder the job was launched from;
+  // one the user may not write in (here a read-only file system, which
+  // stops root too) sends it to ~/.hangtrace, said in the job's log.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to mount a file system";
+  TempDir dir, launch, home;
+  if (mount("tmpfs", launch.path().c_str(), "tmpfs", MS_RDONLY, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs: " << strerror(errno);
+  }
+  ProgramResult r = RunTraced(dir, {"hold"},
+                              {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", HT_CLI},
+                               {"PWD", launch.path()}, {"HOME", home.path()}},
+                              8.0);
+  umount2(launch.path().c_str(), MNT_DETACH);
+  const std::string fallback = home.path() + "/.hangtrace/hangtrace-report-job";
+  EXPECT_NE(r.err.find("the report goes to " + fallback), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hangtrace: automatic report of job job"), std::string::npos) << r.err;
+  EXPECT_TRUE(HoldsAnything(fallback));
+}
+
+TEST(Runtime, NothingIsWrittenIntoADescriptorTheProgramReusedForItsStderr) {
+  // The program closed fd 2 and opened a data file, which got the number:
+  // neither the watchdog's lines nor the automatic report may land in it.
+  for (const char* report : {"0", "1"}) {
+    TempDir dir, out;
+    const std::string data = out.path() + "/data.out";
+    std::vector<std::pair<std::string, std::string>> env = {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", report},
+                                                            {"HANGTRACE_CLI", HT_CLI},
+                                                            {"HANGTRACE_REPORT_DIR", out.path() + "/reports"}};
+    ProgramResult r = RunTraced(dir, {"reuse-stderr", data}, env, 6.0);
+    EXPECT_EQ(r.term_signal, SIGKILL) << r.err;
+    std::ifstream in(data);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "data\n") << "HANGTRACE_REPORT=" << report;
+    TraceSnapshot s = ReadOnly(dir);
+    EXPECT_GE(s.process.watchdog_fires, 1u) << "the watchdog never fired: the check proves nothing";
+  }
 }
 
 // A process that made traced calls and then sits in none past the timeout

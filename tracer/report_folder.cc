@@ -40,6 +40,7 @@ bool Trusted(int fd, const std::string& shown, std::string* why) {
   return false;
 }
 
+// mkdir -p of the folders above `path` (not `path` itself), 0700.
 bool MakeParents(const std::string& path) {
   for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
     if (mkdir(path.substr(0, pos).c_str(), 0700) != 0 && errno != EEXIST) return false;
@@ -69,10 +70,7 @@ int Open(const std::string& path, bool create, std::string* why, bool* cannot_cr
   int made = 0;  // why it could not be made (errno), 0: made or there
   if (create && mkdir(path.c_str(), 0700) != 0) {
     made = errno;
-    const size_t slash = path.find_last_of('/');
-    if (made == ENOENT && slash != std::string::npos && slash > 0 && MakeParents(path.substr(0, slash))) {
-      made = mkdir(path.c_str(), 0700) == 0 ? 0 : errno;
-    }
+    if (made == ENOENT && MakeParents(path)) made = mkdir(path.c_str(), 0700) == 0 ? 0 : errno;
     if (made == EEXIST) made = 0;
   }
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

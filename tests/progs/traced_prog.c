@@ -7,6 +7,8 @@
  *                call table keeps (45 bytes), then exit 0
  *   kill N       N regions, enter one more and SIGKILL itself inside it
  *   hold         enter a region and block forever in stuck_in_here()
+ *   reuse-stderr FILE
+ *                close fd 2, open FILE (it gets fd 2), then as hold
  *   idle         three regions, then block forever on a condition
  *                variable in waits_outside() (a call hangtrace does not
  *                trace), while a thread sleeps 2 s and prints what sleep()
@@ -36,6 +38,7 @@
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -195,6 +198,17 @@ int main(int argc, char** argv) {
     waits_outside();
   }
   if (!strcmp(mode, "hold")) {
+    regions(r, 3);
+    begin(r, 7);
+    stuck_in_here();
+  }
+  if (!strcmp(mode, "reuse-stderr")) {
+    /* Closes its stderr and opens a data file, which gets fd 2, as a
+     * program that owns its descriptors may; then hangs in a call. */
+    close(2);
+    int data = open(argc > 2 ? argv[2] : "data.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (data != 2) return 3;
+    if (write(data, "data\n", 5) != 5) return 4;
     regions(r, 3);
     begin(r, 7);
     stuck_in_here();
