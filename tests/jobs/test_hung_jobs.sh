@@ -55,6 +55,9 @@
 #   auto-slow             rank 1 sleeps 3 s past a 2 s timeout, then all
 #                         finish: no hang report in the log, and the round's
 #                         report (in the folder) says the job moved
+#   auto-rerun            the same job id hangs twice within a minute (a rerun
+#                         after the first was killed): each run gets its own
+#                         report, the second naming its own culprit and pids
 #   auto-pipes            rank 1 sleeps 3 s past a 2 s timeout, the report's
 #                         helper (a stand-in that sleeps 30 s) holds none of
 #                         the job's descriptors: mpirun ends with its last
@@ -384,6 +387,22 @@ case "$scenario" in
     round_reported || fail "the round left no report"
     for _ in $(seq 50); do [ -s "$work"/report/*/round-*/report.json ] && break; sleep 0.1; done
     head -1 "$work"/report/*/round-*/report.txt | grep -q "NO-HANG" || fail "the round's report is not no-hang: $(head -3 "$work"/report/*/round-*/report.txt)"
+    ;;
+  auto-rerun)
+    # Run 1: rank 1 skips an Allreduce; reported, then killed.
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" stuck
+    wait_for 300 says stuck || fail "the first run never got stuck"
+    wait_for 150 says "hangtrace: the report: " || fail "the first run got no report"
+    kill -9 -- "-$job_pid" 2> /dev/null
+    job_ended 30 || fail "the first run did not end"
+    mv job.out first.out
+    # Run 2, seconds later, the same job id: another hang (rank 2 stops
+    # itself before an Allreduce).
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" sigstop
+    since=$(date +%s.%N)
+    auto_report_within 13  # from its start: the timeout (2 s) + 10 s, and the start itself
+    grep -q "culprit rank 2 .*stopped" job.out || fail "the second report does not describe the second run"
+    ! grep -q "culprit rank 1" job.out || fail "the second report describes the first run"
     ;;
   auto-pipes)
     # A helper that would hold the job's output pipe keeps mpirun from

@@ -11,7 +11,8 @@
 # two ranks are stopped once the job hangs, so that node never answers;
 # within the watchdog's timeout + 10 s the job's log must hold one report
 # for the whole job, gathered by the other nodes, rank 3 the culprit and
-# ranks 6-7 named as missing, not blamed.
+# ranks 6-7 named as missing, not blamed. At the end, two steps of one
+# allocation hang at once: each gets its own report.
 #   tests/slurm/test_srun_dump.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -224,6 +225,34 @@ grep -q 'ranks 0-7 from their stacks only' "$work/untraced.txt" || fail "not eve
 grep -q 'in MPI_Bcast at _aggregate_total_loss (seed_hang.py:' "$work/untraced.txt" || fail "the untraced ranks' Python line is not named"
 grep -q '4 of 4 node(s) answered' "$work/untraced.err" || fail "not every node answered (untraced job)"
 scancel --quiet "$job" 2>/dev/null || true
+
+# Two steps of one allocation hang at once: they share SLURM_JOB_ID, and so
+# each node's trace folder and the report folder. Each step is a run of its
+# own (job, step, restart count): each gets one automatic report, in its own
+# log, about its own ranks.
+alloc=$(salloc -N 2 --no-shell --job-name=twosteps 2>&1 | grep -o 'allocation [0-9]*' | grep -o '[0-9]*$' | head -1 || true)
+[ -n "$alloc" ] || fail "no allocation for the two steps"
+step_pids=()
+for s in a b; do
+  srun --jobid="$alloc" --overlap -N 2 --ntasks-per-node=1 --mpi=pmix \
+    "$build/bin/hangtrace" run --timeout 2 -- "$build/tests/mpi_prog" stuck > "$work/step-$s.out" 2>&1 &
+  step_pids+=($!)
+done
+for i in $(seq 300); do
+  grep -q "hangtrace: the report: " "$work/step-a.out" && grep -q "hangtrace: the report: " "$work/step-b.out" && break
+  sleep 0.2
+done
+kill -9 "${step_pids[@]}" 2>/dev/null || true
+scancel --quiet "$alloc" 2>/dev/null || true
+for s in a b; do
+  [ "$(grep -c 'hangtrace: automatic report of job' "$work/step-$s.out")" = 1 ] ||
+    { cat "$work/step-$s.out"; fail "step $s did not get exactly one automatic report"; }
+  grep -q '^hangtrace: HANG: rank 1 never entered MPI_Allreduce' "$work/step-$s.out" ||
+    { cat "$work/step-$s.out"; fail "step $s's report does not blame its rank 1"; }
+done
+report_a=$(grep -o 'the report: [^ ]*' "$work/step-a.out") report_b=$(grep -o 'the report: [^ ]*' "$work/step-b.out")
+[ "$report_a" != "$report_b" ] || fail "the two steps share one report: $report_a"
+echo "two steps of allocation $alloc: ${report_a#the report: } and ${report_b#the report: }"
 
 # A job that is not running.
 if "$build/bin/hangtrace" srun-dump 999999 --out "$work/dump3" 2> "$work/report3.err"; then
