@@ -40,9 +40,9 @@ void PrintReportFolders(const std::vector<JobSummary>& jobs, const std::vector<s
   size_t width = 3;
   for (const ReportFolderSummary& r : reports) width = std::max(width, r.job.size());
   for (const ReportFolderSummary& r : reports) {
-    printf("  %-*s  %-7s  %2zu round(s)  last %s ago  %8s  %s\n", int(width), r.job.c_str(),
-           r.job_live ? "live" : "ended?", r.rounds, Ago(now, r.newest_real_ns).c_str(), ByteSize(r.bytes).c_str(),
-           r.path.c_str());
+    printf("  %-*s  %-11s  %2zu round(s)  last %7s ago  %8s  %s\n", int(width), r.job.c_str(),
+           r.job_live ? "job running" : r.job_known ? "job ended" : "job unknown", r.rounds,
+           Ago(now, r.newest_real_ns).c_str(), ByteSize(r.bytes).c_str(), r.path.c_str());
   }
 }
 

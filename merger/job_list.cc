@@ -181,7 +181,9 @@ std::vector<ReportFolderSummary> ListReportFolders(const std::vector<JobSummary>
   for (const std::string& dir : search) {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().filename().string().rfind("hangtrace-report-", 0) == 0) paths.insert(it->path().string());
+      if (it->path().filename().string().rfind("hangtrace-report-", 0) == 0) {
+        paths.insert(fs::absolute(it->path(), ec).lexically_normal().string());
+      }
     }
   }
   std::vector<ReportFolderSummary> out;
@@ -208,7 +210,10 @@ std::vector<ReportFolderSummary> ListReportFolders(const std::vector<JobSummary>
       if (it.depth() == 0 && S_ISDIR(e.st_mode)) ++r.runs;
       if (it.depth() == 1 && S_ISDIR(e.st_mode) && entry.rfind("round-", 0) == 0) ++r.rounds;
     }
-    for (const JobSummary& j : jobs) r.job_live |= j.job == r.job && j.Live();
+    for (const JobSummary& j : jobs) {
+      r.job_live |= j.job == r.job && j.Live();
+      r.job_known |= j.job == r.job;
+    }
     out.push_back(std::move(r));
   }
   std::sort(out.begin(), out.end(), [](const ReportFolderSummary& a, const ReportFolderSummary& b) {

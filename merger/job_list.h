@@ -57,6 +57,7 @@ struct ReportFolderSummary {
   int64_t newest_real_ns = 0;   // its newest entry's modification
   uint64_t bytes = 0;
   bool job_live = false;        // a job of that name has a process alive or stopped here
+  bool job_known = false;       // a job of that name has a trace folder here
 };
 
 // The report folders of `jobs` (their report.where), and those named

@@ -1,6 +1,7 @@
 // The command line as a user meets it: exit statuses, `hangtrace ls` and
 // `clean`, analyze without a path or with several jobs, `run`'s arguments.
 #include <gtest/gtest.h>
+#include <chrono>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -332,13 +333,57 @@ TEST(Cli, CleanRemovesEndedJobsAndNeverALiveOne) {
   EXPECT_NE(r.err.find("kept live"), std::string::npos) << r.err;
   r = Cli({"clean", dir.path()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("1 job(s) removed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 job(s) and 0 report folder(s) removed"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ended"));
   EXPECT_EQ(testing::ListTraceFiles(dir.path() + "/live").size(), 1u) << "the live job's file stays";
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   r = Cli({"clean", dir.path()});
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/live"));
+}
+
+// The automatic report's folders pile up in launch folders (181 in one git
+// checkout over a day of hung test jobs): ls lists them, clean removes
+// those of ended jobs. A job folder holding only hangtrace's bookkeeping (a
+// pending round, a helper's log) is a job to clean too.
+TEST(Cli, LsAndCleanKnowTheReportFolders) {
+  TempDir dir, launch;
+  namespace fs = std::filesystem;
+  auto make_report = [](const std::string& path) {
+    fs::create_directories(path + "/run/round-20261127-120000/second");
+    std::ofstream(path + "/run/round-20261127-120000/report.txt") << "hangtrace: HANG\n";
+  };
+  Simulate(dir, "ended", "");
+  const std::string recorded = launch.path() + "/hangtrace-report-ended";
+  make_report(recorded);
+  std::ofstream(dir.path() + "/ended/report.where") << recorded << "\n";
+  // Found in the launch folder, of jobs this machine knows nothing of: one
+  // untouched for two hours, one from a minute ago (its job may still run
+  // on other nodes).
+  const std::string old_one = launch.path() + "/hangtrace-report-elsewhere";
+  const std::string fresh = launch.path() + "/hangtrace-report-fresh";
+  make_report(old_one);
+  make_report(fresh);
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const auto& e : fs::recursive_directory_iterator(old_one)) fs::last_write_time(e.path(), two_hours_ago);
+  fs::last_write_time(old_one, two_hours_ago);
+  // A job folder with bookkeeping only: a round file and a helper's log.
+  fs::create_directories(dir.path() + "/leftover");
+  std::ofstream(dir.path() + "/leftover/report.round.run") << "4242\n";
+  std::ofstream(dir.path() + "/leftover/report.log.4242") << "";
+
+  ProgramResult ls = Cli({"ls", dir.path(), "--reports", launch.path()});
+  EXPECT_NE(ls.out.find("report folders"), std::string::npos) << ls.out;
+  for (const std::string& p : {recorded, old_one, fresh}) EXPECT_NE(ls.out.find(p), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("\nleftover "), std::string::npos) << ls.out;
+
+  ProgramResult r = Cli({"clean", dir.path(), "--reports", launch.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(recorded)) << r.out;
+  EXPECT_FALSE(fs::exists(old_one)) << r.out;
+  EXPECT_TRUE(fs::exists(fresh)) << "a report folder of a job that may still run elsewhere was removed";
+  EXPECT_FALSE(fs::exists(dir.path() + "/leftover")) << r.out;
+  EXPECT_NE(r.out.find("2 report folder(s) removed"), std::string::npos) << r.out;
 }
 
 TEST(Cli, TheVerdictIsInColourOnATerminalOnly) {
