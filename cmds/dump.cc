@@ -57,10 +57,20 @@ using json = nlohmann::json;
 // anyone could predict in a shared current folder, must be a real folder
 // of ours too.
 int OpenNodeDir(const std::string& out, bool named, const std::string& host, std::string* error) {
+  // What the dump makes is 0700, as the report folders and trace folders
+  // are: stacks and command lines are the job's user's business.
   std::error_code ec;
   if (named) {
-    std::filesystem::create_directories(out, ec);  // the user's choice: followed
-  } else if (mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) {
+    // The user's choice: followed; what is missing of it is made.
+    for (size_t pos = out.find('/', 1);; pos = out.find('/', pos + 1)) {
+      const std::string part = out.substr(0, pos);
+      if (!part.empty() && mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+        ec = std::error_code(errno, std::generic_category());
+        break;
+      }
+      if (pos == std::string::npos) break;
+    }
+  } else if (mkdir(out.c_str(), 0700) != 0 && errno != EEXIST) {
     ec = std::error_code(errno, std::generic_category());
   }
   if (ec) {
@@ -385,6 +395,27 @@ int DumpCommand(int argc, char** argv) {
   // Processes without a rank (a Python script, a server): their stacks go
   // to stdout, as py-spy prints them; a folder only when --out is given.
   const bool out_given = !out.empty();
+  // Processes named by pid: the job is theirs (a rank's trace file says it,
+  // else SLURM's job id in its environment), not this shell's.
+  if (!app.count("--job") && !pids.empty()) {
+    for (int pid : pids) {
+      std::string of_pid;
+      for (const RankedProcess& r : RanksUnder(pid)) {
+        if (const std::string mapped = MappedTraceFile(r.pid); !mapped.empty()) {
+          std::string err;
+          ReadOptions header_only;
+          header_only.events = false;
+          if (auto s = ReadTraceFile(mapped, &err, header_only)) of_pid = BoundedString(s->process.job, sizeof(s->process.job));
+        }
+        if (of_pid.empty()) of_pid = r.slurm_job;
+        if (!of_pid.empty()) break;
+      }
+      if (!of_pid.empty()) {
+        job = of_pid;
+        break;
+      }
+    }
+  }
   if (out.empty()) out = "hangtrace-dump-" + job;
 
   signal(SIGINT, OnSignal);
@@ -509,6 +540,11 @@ int DumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace dump: nothing to dump on %s: no trace files of job %s, and no process %s\n",
             host.c_str(), job.c_str(),
             app.count("--job") ? "of that SLURM job with a rank" : "named (--pid, or --job for a SLURM job's)");
+    // The job's files may be in its user's folder, not this user's.
+    for (const std::string& other : TraceFoldersBeside(dir, job)) {
+      fprintf(stderr, "hangtrace dump: job %s has trace files in %s: hangtrace dump --dir %s --job %s\n", job.c_str(),
+              other.c_str(), other.c_str(), job.c_str());
+    }
     return kExitCouldNot;
   }
 

@@ -1,6 +1,8 @@
 // hangtrace ls: the jobs under the trace folder, newest first, with what
 // each is doing now and the path to hand to analyze.
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -32,9 +34,8 @@ std::string RanksBrief(const JobSummary& j) {
 // The automatic report's folders of these jobs and of the folders
 // searched: where each is, its rounds, and whether its job still runs here.
 void PrintReportFolders(const std::vector<JobSummary>& jobs, const std::vector<std::string>& search, int64_t now) {
-  std::vector<std::string> warnings;
-  const std::vector<ReportFolderSummary> reports = ListReportFolders(jobs, search, &warnings);
-  for (const std::string& w : warnings) fprintf(stderr, "hangtrace ls: %s\n", w.c_str());
+  // Another user's report folders here are theirs to list: not said.
+  const std::vector<ReportFolderSummary> reports = ListReportFolders(jobs, search, nullptr);
   if (reports.empty()) return;
   printf("\nreport folders (the automatic report's; hangtrace clean removes those of ended jobs):\n");
   size_t width = 3;
@@ -78,8 +79,17 @@ int LsCommand(int argc, char** argv) {
     return kExitCouldNot;
   }
   const int64_t now = NowRealNs();
+  // Each user's jobs are in a folder of their own, and root's holds root's:
+  // root is told where the others are (it may read them).
+  auto others = [&] {
+    if (geteuid() != 0) return;
+    for (const std::string& other : TraceFoldersBeside(root)) {
+      printf("another user's trace folder: %s (hangtrace ls %s)\n", other.c_str(), other.c_str());
+    }
+  };
   if (jobs.empty()) {
     printf("no traced job in %s\n", root.c_str());
+    others();
     PrintReportFolders(jobs, search, now);
     return 0;
   }
@@ -122,6 +132,7 @@ int LsCommand(int argc, char** argv) {
   else printf("\nits processes have no rank: hangtrace inspect %s\n", newest.path.c_str());
   const bool named = app.count("dir") > 0;
   if (jobs.size() > 1) printf("remove the finished ones: hangtrace clean%s\n", named ? (" " + root).c_str() : "");
+  others();
   PrintReportFolders(jobs, search, now);
   return 0;
 }

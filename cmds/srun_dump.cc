@@ -159,7 +159,16 @@ int SrunDumpCommand(int argc, char** argv) {
     fprintf(stderr, "hangtrace srun-dump: srun %s:\n  %s\n",
             rc == -2 ? "was stopped at the deadline" : ("exited with " + std::to_string(rc)).c_str(), e.c_str());
     if (e.find("ermission") != std::string::npos || e.find("ccess denied") != std::string::npos) {
-      fprintf(stderr, "hangtrace srun-dump: SLURM refused the step: only the job's owner (or root) can dump it\n");
+      // Who may: the job's owner. SLURM refuses root a step in another
+      // user's job unless configured otherwise.
+      std::string owner, ignored;
+      Capture({"squeue", "-h", "-j", jobid, "-o", "%u"}, 10, &owner, &ignored);
+      owner = Trim(owner);
+      if (owner.empty()) owner = "the job's owner";
+      fprintf(stderr, "hangtrace srun-dump: SLURM refused this user a step in job %s: run it as %s%s\n", jobid.c_str(),
+              owner.c_str(),
+              geteuid() == 0 && owner != "the job's owner" ? (" (sudo -u " + owner + " hangtrace srun-dump " + jobid + ")").c_str()
+                                                             : "");
     }
   }
 

@@ -167,6 +167,26 @@ std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, st
   return jobs;
 }
 
+std::vector<std::string> TraceFoldersBeside(const std::string& root, const std::string& job) {
+  std::vector<std::string> out;
+  const fs::path path = fs::path(root).lexically_normal();
+  const fs::path me = path.has_filename() ? path : path.parent_path();
+  if (me.filename().string().rfind("hangtrace-", 0) != 0) return out;
+  std::error_code ec;
+  for (fs::directory_iterator it(me.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code e2;
+    if (name.rfind("hangtrace-", 0) != 0 || it->path() == me || name.rfind("hangtrace-tests-", 0) == 0 ||
+        !it->is_directory(e2) || it->is_symlink(e2)) {
+      continue;
+    }
+    if (!job.empty() && !fs::is_directory(it->path() / job, e2)) continue;
+    out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool IsBookkeeping(const std::string& name) {
   return name.rfind("report.round", 0) == 0 || name.rfind("report.log.", 0) == 0 || name == "report.where";
 }

@@ -44,6 +44,11 @@ struct JobSummary {
 // `warnings`; `error` when `root` itself cannot be used.
 std::vector<JobSummary> ListJobs(const std::string& root, std::string* error, std::vector<std::string>* warnings);
 
+// The other users' trace folders beside `root` (hangtrace-* in its parent,
+// as /dev/shm/hangtrace-$USER has them), for a hint: root's own folder holds
+// only root's jobs. With `job`, only those that hold a folder of that job.
+std::vector<std::string> TraceFoldersBeside(const std::string& root, const std::string& job = "");
+
 // hangtrace's own files in a job's trace folder beside the trace files:
 // the node's round of a run (report.round.RUN), the report helper's log
 // (report.log.PID), where the report went (report.where).

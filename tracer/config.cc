@@ -16,8 +16,10 @@ const char* Env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
+// The user whose folders these are: the real uid's name, never $USER,
+// which a job may have set to anything (another user's name made every rank
+// run untraced: "/dev/shm/hangtrace-root: Permission denied").
 std::string UserName() {
-  if (const char* u = Env("USER")) return u;
   if (const passwd* pw = getpwuid(getuid())) return pw->pw_name;
   return std::to_string(getuid());
 }
