@@ -386,6 +386,19 @@ TEST(Cli, LsAndCleanKnowTheReportFolders) {
   EXPECT_NE(r.out.find("2 report folder(s) removed"), std::string::npos) << r.out;
 }
 
+// The report's helper ends when asked, whatever the job ignored (an
+// ignored SIGTERM stays ignored across exec).
+TEST(Cli, TheReportHelperEndsOnSigtermEvenWhenTheJobIgnoresIt) {
+  TempDir dir, out;
+  const std::string cmd = "trap '' TERM; exec " + std::string(HT_CLI) + " auto-report --dir " + dir.path() +
+                          " --job job --out " + out.path() + "/reports --settle 60";
+  testing::Started helper({"/bin/sh", "-c", cmd}, {});
+  usleep(500 * 1000);  // in its 60 s between the looks
+  ASSERT_EQ(kill(helper.pid(), SIGTERM), 0);
+  EXPECT_EQ(helper.Wait(5), -1);  // killed by a signal, or still running after 5 s:
+  EXPECT_LT(helper.pid(), 0) << "it did not end on SIGTERM within 5 s";
+}
+
 TEST(Cli, TheVerdictIsInColourOnATerminalOnly) {
   TempDir dir;
   Simulate(dir, "hung", "stop@rank=1");
