@@ -1,6 +1,7 @@
 // The runtime as users get it: libhangtrace.so preloaded into a separate
 // program (tests/progs/traced_prog.c), whose trace file is then read.
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <iterator>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -75,16 +76,19 @@ struct FolderCase {
 };
 
 TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
-  // The default folder is /dev/shm/hangtrace-$USER, in a folder everyone
+  // The default folder is /dev/shm/hangtrace-<user>, in a folder everyone
   // may write: another user can create it first, or plant a link there.
-  const std::string user = "hangtrace-test-" + std::to_string(getpid());
-  const std::string home = "/dev/shm/hangtrace-" + user;
-  TempDir elsewhere;  // a folder the other user owns
-  chown(elsewhere.path().c_str(), kOtherUser, kOtherUser);
+  // The program runs as nobody (the folder's name is the real uid's, never
+  // $USER), and root plays the other user.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run as another user and plant files";
+  const passwd* pw = getpwuid(kOtherUser);
+  ASSERT_NE(pw, nullptr);
+  const std::string home = std::string("/dev/shm/hangtrace-") + pw->pw_name;
+  TempDir elsewhere;  // a folder the planting user (root) owns, open to all
   chmod(elsewhere.path().c_str(), 0777);
   auto run = [&](const char* what) {
-    ProgramResult r = RunProgram({HT_PROG, "events", "3"}, {{"LD_PRELOAD", HT_PRELOAD}, {"USER", user},
-                                                            {"HANGTRACE_JOB", "job"}});
+    ProgramResult r = RunProgram({"runuser", "-u", pw->pw_name, "--", HT_PROG, "events", "3"},
+                                 {{"LD_PRELOAD", HT_PRELOAD}, {"USER", "root"}, {"HANGTRACE_JOB", "job"}});
     EXPECT_EQ(r.exit_code, 0) << what << ": the program must run as untraced: " << r.err;
     return r;
   };
@@ -92,10 +96,9 @@ TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
     unlink(home.c_str());
     std::filesystem::remove_all(home);
   };
-  // 1. A link planted in our name.
+  // 1. A link planted in its name.
   reset();
   ASSERT_EQ(symlink(elsewhere.path().c_str(), home.c_str()), 0);
-  lchown(home.c_str(), kOtherUser, kOtherUser);
   ProgramResult r = run("link");
   EXPECT_NE(r.err.find(home + " is not a folder of its own"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("traced=0"), std::string::npos) << r.out;
@@ -103,16 +106,18 @@ TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
   // 2. A real folder, created by the other user.
   reset();
   ASSERT_EQ(mkdir(home.c_str(), 0777), 0);
-  chown(home.c_str(), kOtherUser, kOtherUser);
+  chmod(home.c_str(), 0777);
   r = run("theirs");
-  EXPECT_NE(r.err.find("belongs to uid 65534"), std::string::npos) << r.err;
-  // 3. Ours, but open to others.
+  EXPECT_NE(r.err.find("belongs to uid 0"), std::string::npos) << r.err;
+  // 3. Its own, but open to others.
   reset();
   ASSERT_EQ(mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(chown(home.c_str(), kOtherUser, kOtherUser), 0);
   chmod(home.c_str(), 0777);
   r = run("open");
   EXPECT_NE(r.err.find("has mode 777"), std::string::npos) << r.err;
-  // 4. None yet: made 0700, the job's folder 0700, the file 0600.
+  // 4. None yet: made 0700, the job's folder 0700, the file 0600; the real
+  // uid's, though $USER names root.
   reset();
   r = run("fresh");
   EXPECT_EQ(r.err, "");
@@ -120,6 +125,7 @@ TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
   struct stat st;
   ASSERT_EQ(lstat(home.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, kOtherUser);
   ASSERT_EQ(lstat((home + "/job").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -127,9 +133,10 @@ TEST(Runtime, TraceFoldersOthersCouldRedirectAreRefused) {
   ASSERT_EQ(files.size(), 1u);
   ASSERT_EQ(lstat(files[0].c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // 5. A link planted as the job's folder, inside ours (ours again).
+  // 5. A link planted as the job's folder, inside its own (its own again).
   std::filesystem::remove_all(home + "/job");
   ASSERT_EQ(symlink(elsewhere.path().c_str(), (home + "/job").c_str()), 0);
+  lchown((home + "/job").c_str(), kOtherUser, kOtherUser);
   r = run("job link");
   EXPECT_NE(r.err.find("/job is not a folder of its own"), std::string::npos) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
