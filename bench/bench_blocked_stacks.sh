@@ -51,24 +51,8 @@ if /usr/bin/python3 -c 'import mpi4py' 2> /dev/null; then
   run_case mpi4py-seed-hang 8 mpirun -np 4 /usr/bin/python3 "$src/tests/python/seed_hang.py" --hang-rank 3 --steps 50
 fi
 if command -v lmp > /dev/null; then
-  cat > in.lj <<'EOF'
-units           lj
-atom_style      atomic
-lattice         fcc 0.8442
-region          box block 0 20 0 20 0 20
-create_box      1 box
-create_atoms    1 box
-mass            1 1.0
-velocity        all create 3.0 87287 loop geom
-pair_style      lj/cut 2.5
-pair_coeff      1 1 1.0 1.0 2.5
-neighbor        0.3 bin
-neigh_modify    delay 0 every 20 check no
-fix             1 all nve
-thermo          50
-run             1000000
-EOF
-  stop_rank=lmp run_case lammps-rank-stopped 8 mpirun -np 4 lmp -in in.lj -log none
+  cp "$src/tests/apps/lj_melt.in" in.lj
+  stop_rank=lmp run_case lammps-rank-stopped 8 mpirun -np 4 lmp -in in.lj -var steps 1000000 -log none
 fi
 if command -v gmx_mpi > /dev/null; then
   export GMX_MAXBACKUP=-1

@@ -38,6 +38,7 @@ set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR SCENARIO}" && pwd)
 scenario=${2:?usage: $0 BUILD_DIR SCENARIO}
 hangtrace=$build/bin/hangtrace
+src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/hangtrace-apps-XXXXXX)
 job_pid=""
 cleanup() {
@@ -217,24 +218,7 @@ PY
   ;;
 lammps-untraced | lammps-healthy)
   need lmp lammps
-  # LAMMPS's Lennard-Jones melt benchmark (bench/in.lj), 32,000 atoms.
-  cat > in.lj <<'EOF'
-units           lj
-atom_style      atomic
-lattice         fcc 0.8442
-region          box block 0 20 0 20 0 20
-create_box      1 box
-create_atoms    1 box
-mass            1 1.0
-velocity        all create 3.0 87287 loop geom
-pair_style      lj/cut 2.5
-pair_coeff      1 1 1.0 1.0 2.5
-neighbor        0.3 bin
-neigh_modify    delay 0 every 20 check no
-fix             1 all nve
-thermo          50
-run             ${steps}
-EOF
+  cp "$src/tests/apps/lj_melt.in" in.lj  # LAMMPS's Lennard-Jones melt benchmark, 32,000 atoms
   ;;&
 lammps-untraced)
   start mpirun -np 4 --oversubscribe lmp -in in.lj -var steps 1000000 -log none
