@@ -175,8 +175,9 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
 
 // --- a call hangtrace does not trace --------------------------------------------------------------
 // Waited for, and blocked in a call its stacks show but its trace does not
-// (torch.distributed on gloo, a Fortran or other-MPI call): whom that call
-// waits for is not known, so the chain ends here, and says so.
+// (a collective torch issues from C++, as DDP's gradient all-reduce; an MPI
+// call hangtrace does not wrap): whom that call waits for is not known, so
+// the chain ends here, and says so.
 
 bool UntracedCallApplies(const BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);

@@ -1,7 +1,7 @@
 // The diagnosis when stacks are all there is: a job nobody traced (a dump
-// of its processes), or a traced job whose calls hangtrace does not wrap
-// (torch.distributed on gloo, Fortran MPI, another MPI: silent traces, and
-// a dump's stacks). Each rank's place is the innermost communication or
+// of its processes), or a traced job whose calls its traces do not hold
+// (calls torch issues from C++, an MPI call hangtrace does not wrap: silent
+// traces, and a dump's stacks). Each rank's place is the innermost communication or
 // waiting call on its stacks (stack_calls.cc), without communicator,
 // sequence number or history, so the rules are few and the words say so:
 // which ranks sit in which call, and the ranks that are in none (or

@@ -32,4 +32,13 @@ while IFS='|' read -r name args; do
     echo "ok $name"
   fi
 done < "$here/cases.txt"
+# docs/ANALYSIS.md says how many there are: kept true.
+sims=$(grep -v '^#' "$here/cases.txt" | grep -c '|' | tr -d ' ')
+dumps=$(grep -v '^#' "$here/cases.txt" | grep -c '@dump' | tr -d ' ')
+sims=$((sims - dumps))
+doc=$(cd "$here/../.." && pwd)/docs/ANALYSIS.md
+if ! tr '\n' ' ' < "$doc" | grep -q "report of $sims simulated jobs and $dumps dumps"; then
+  echo "FAIL: docs/ANALYSIS.md does not say 'report of $sims simulated jobs and $dumps dumps' (tests/golden/cases.txt has them)"
+  failed=1
+fi
 exit $failed
