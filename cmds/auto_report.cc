@@ -166,9 +166,15 @@ int AnalyzeInto(AnalysisRequest request, int round, const std::string& name) {
   dup2(fd, 1);
   close(fd);
   const int status = RunAnalysis(request);
-  fflush(stdout);
+  const bool written = fflush(stdout) == 0 && !ferror(stdout) && fsync(1) == 0;
+  const int write_error = errno;
+  clearerr(stdout);
   dup2(saved, 1);
   close(saved);
+  if (!written) {
+    errno = write_error;  // a full file system: the report is not there, and must not be said to be
+    return -1;
+  }
   return status;
 }
 
@@ -213,25 +219,35 @@ int AutoReportCommand(int argc, char** argv) {
   if (!note.empty()) log.Say("hangtrace: automatic report: " + note);
 
   std::string why;
-  const int folder = rf::Open(out, /*create=*/true, &why);
+  const int folder = rf::Open(out, /*create=*/true, &why, nullptr, /*create_parents=*/true);
   const std::string run_name = run.empty() ? std::string("run") : run;
-  const int run_dir = folder < 0 ? -1 : rf::OpenSub(folder, run_name, true, &why);
+  const int run_dir = folder < 0 ? -1 : rf::OpenSub(folder, run_name, true, &why, out);
   if (run_dir < 0) {
     log.Say("hangtrace: no automatic report: " + why + "; run hangtrace srun-dump or hangtrace dump");
     return kExitCouldNot;
   }
   const std::string round_name = JoinRound(run_dir);
-  const int round = rf::OpenSub(run_dir, round_name, true, &why);
-  const int first = round < 0 ? -1 : rf::OpenSub(round, "first", true, &why);
-  const int second = round < 0 ? -1 : rf::OpenSub(round, "second", true, &why);
+  const std::string where = out + "/" + run_name + "/" + round_name;
+  const int round = rf::OpenSub(run_dir, round_name, true, &why, out + "/" + run_name);
+  const int first = round < 0 ? -1 : rf::OpenSub(round, "first", true, &why, where);
+  const int second = round < 0 ? -1 : rf::OpenSub(round, "second", true, &why, where);
   if (first < 0 || second < 0) {
-    log.Say("hangtrace: no automatic report: " + out + "/" + run_name + "/" + round_name + ": " + why);
+    log.Say("hangtrace: no automatic report: " + why);
     return kExitCouldNot;
   }
   Inheritable(first);
   Inheritable(second);
+  // Room is looked at before each write: the file system may fill after the
+  // runtime's look (others write there too).
+  auto room = [&] {
+    if (rf::HasRoom(folder, &why)) return true;
+    log.Say("hangtrace: no automatic report: " + out + ": " + why);
+    return false;
+  };
+  if (!room()) return kExitCouldNot;
   Dump(dir, job, run, ThroughFd(first));
   std::this_thread::sleep_for(std::chrono::duration<double>(settle));
+  if (!room()) return kExitCouldNot;
   Dump(dir, job, run, ThroughFd(second));
 
   // The first node here reports; the others are done.
@@ -261,9 +277,8 @@ int AutoReportCommand(int argc, char** argv) {
     request.warnings.push_back("ranks " + missing.ToString() + " sent no dump within " + waited +
                                " s of this node's: their nodes are silent (dead, or their processes gone)");
   }
-  // The report's messages (stderr) go to the log too, after its block.
-  const std::string where = out + "/" + run_name + "/" + round_name;
   const std::string text_path = where + "/report.txt";
+  if (!room()) return kExitCouldNot;
   const int status = AnalyzeInto(request, round, "report.txt");
   if (status < 0) {
     log.Say("hangtrace: no automatic report: cannot write " + text_path + ": " + strerror(errno));

@@ -117,8 +117,8 @@ int CleanCommand(int argc, char** argv) {
       "  hangtrace clean --job 12345 /scratch/traces   # a trace folder of your own\n\n"
       "The automatic report's folders (hangtrace-report-JOB, in the folder a job was launched\n"
       "from) go with their jobs: the one each job's trace folder names, and those found in the\n"
-      "current folder (--reports names others). One whose job this machine knows nothing of is\n"
-      "removed once untouched for an hour (the job may run on other nodes).\n",
+      "current folder (--reports names others). One whose job this machine knows nothing of (it\n"
+      "may run on other nodes) goes only when named: hangtrace clean --job JOB.\n",
       "hangtrace clean"};
   std::string root = ExpandUser(Config::FromEnvironment().dir);
   bool dry_run = false;
@@ -129,12 +129,12 @@ int CleanCommand(int argc, char** argv) {
   app.add_option("--older-than", older_than, "only jobs last seen at least this many seconds ago")
       ->check(Seconds());
   app.add_option("-j,--job", only, "only this job (by name, as `hangtrace ls` lists it); repeat for more")
-      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   std::vector<std::string> search;
   app.add_option("--reports", search,
                  "look for report folders (hangtrace-report-*) here (default: the current folder); repeat for more")
-      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   HT_PARSE(app, argc, argv);
   if (search.empty()) search.push_back(".");
@@ -184,12 +184,20 @@ int CleanCommand(int argc, char** argv) {
     if (!only.empty() && std::find(only.begin(), only.end(), r.job) == only.end()) continue;
     seen.insert(r.job);
     if (r.job_live) continue;
-    const bool known = std::any_of(jobs.begin(), jobs.end(), [&](const JobSummary& j) { return j.job == r.job; });
-    const double idle_s = double(now - r.newest_real_ns) / 1e9;
-    if (idle_s < std::max(older_than, known ? 0.0 : 3600.0)) continue;
+    // A job this machine knows nothing of may run on other nodes still:
+    // its reports go only when it is named.
+    const bool named = !only.empty();
+    if (!r.job_known && !named) continue;
+    if (double(now - r.newest_real_ns) / 1e9 < older_than) continue;
     if (std::filesystem::path(r.path).filename().string().rfind("hangtrace-report-", 0) != 0) {
       fprintf(stderr, "hangtrace clean: kept %s: a report folder HANGTRACE_REPORT_DIR named, not one hangtrace made\n",
               r.path.c_str());
+      continue;
+    }
+    if (!r.looks_like_reports) {
+      fprintf(stderr, "hangtrace clean: kept %s: it holds more than the automatic report writes (not a report folder)\n",
+              r.path.c_str());
+      rc = 1;
       continue;
     }
     if (dry_run) {

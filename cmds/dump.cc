@@ -185,7 +185,12 @@ bool CopyTrace(const std::string& from, int64_t owner, int dir_fd, const std::st
   }
   struct stat copied;
   if (ok && fstat(out, &copied) == 0) *bytes = uint64_t(copied.st_blocks) * 512;
-  if (!ok) *error = name + ": " + strerror(errno);
+  if (!ok) {
+    *error = name + ": " + strerror(errno);
+    // Nothing half-written left: a copy cut short by a full file system is
+    // a file of holes, which a reader on that full tmpfs gets SIGBUS from.
+    unlinkat(dir_fd, name.c_str(), 0);
+  }
   close(in);
   close(out);
   return ok;

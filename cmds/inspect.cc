@@ -222,6 +222,9 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
       if (st->flags & fmt::kStackFramePointerScan) how += ", its frame pointer found on the stack";
       if (st->flags & fmt::kStackMoved) how += ", which it left meanwhile: the frames may mix two instants";
     }
+    if (st && (st->flags & fmt::kStackNotSignalled)) {
+      how += ", running in the kernel or not at all while looked at: not signalled (a signal could cut its call short)";
+    }
     if (st && (st->flags & fmt::kStackInterruptedCall)) {
       how += ", signalled as it entered a system call, which returned EINTR";
     }

@@ -65,7 +65,7 @@ int LsCommand(int argc, char** argv) {
   app.add_option("--reports", search,
                  "also list the report folders (hangtrace-report-*) here (default: the current folder); repeat for "
                  "more")
-      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   HT_PARSE(app, argc, argv);
   if (search.empty()) search.push_back(".");

@@ -1,5 +1,6 @@
 #include "dump/native_stacks.h"
 #include "tracer/file_locks.h"
+#include "tracer/procfs.h"
 
 #include <dirent.h>
 #include <elfutils/libdw.h>
@@ -252,7 +253,7 @@ const Dwfl_Thread_Callbacks kThreadCallbacks = {NextThread, GetThread, MemoryRea
 // Whether an unwind table covers `pc` (the module's .eh_frame or
 // .debug_frame), where its function starts (0: unknown), and whether it is a thread's
 // outermost frame (its return address undefined there: _start, clone3).
-bool InTables(Dwfl* dwfl, Dwarf_Addr pc, Dwarf_Addr* start, bool* outermost) {
+bool InTables(Dwfl* dwfl, Dwarf_Addr pc, Dwarf_Addr* start, Dwarf_Addr* end, bool* outermost) {
   *outermost = false;
   Dwfl_Module* mod = dwfl_addrmodule(dwfl, pc);
   if (!mod) return false;
@@ -276,6 +277,7 @@ bool InTables(Dwfl* dwfl, Dwarf_Addr pc, Dwarf_Addr* start, bool* outermost) {
     GElf_Sym sym;
     if (dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr) && sym.st_size > 0 && off < sym.st_size) {
       *start = pc - off;
+      *end = *start + sym.st_size;
     }
     return true;
   }
@@ -291,7 +293,7 @@ struct Unwound {
   bool outermost = false;  // the last frame is one (libdwfl ends a failed unwind quietly too)
   size_t without_tables = 0;
   Dwarf_Word last_sp = 0;
-  Dwarf_Addr last_start = 0;
+  Dwarf_Addr last_start = 0, last_end = 0;
   std::string error;
 };
 
@@ -308,8 +310,8 @@ int OnFrame(Dwfl_Frame* frame, void* arg) {
   if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
   const Dwarf_Addr at = activation ? pc : pc - 1;
   c->out->pcs.push_back(at);
-  c->out->last_start = 0;
-  if (!InTables(c->dwfl, at, &c->out->last_start, &c->out->outermost)) ++c->out->without_tables;
+  c->out->last_start = c->out->last_end = 0;
+  if (!InTables(c->dwfl, at, &c->out->last_start, &c->out->last_end, &c->out->outermost)) ++c->out->without_tables;
   if (dwfl_frame_reg(frame, 7, &c->out->last_sp) != 0) c->out->last_sp = 0;
   return c->out->pcs.size() >= c->max ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
@@ -332,7 +334,7 @@ Unwound UnwindBlocked(Dwfl* dwfl, pid_t pid, ThreadRegs* t, size_t max, bool* sc
   if (u.whole || u.pcs.empty() || u.pcs.size() >= max || !u.last_sp) return u;
   const Unwound cut = u;
   auto read = [&](uint64_t addr, uint64_t* word) { return ReadRemoteWord(pid, addr, word); };
-  *scanned = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, [&](uint64_t fp) {
+  *scanned = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, cut.last_end, [&](uint64_t fp) {
     t->fp = fp;
     Unwound tried = UnwindThread(dwfl, t->tid, max);
     if (tried.whole && tried.pcs.size() > cut.pcs.size() && tried.without_tables == cut.without_tables &&
@@ -456,6 +458,51 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       to_stop.push_back(tids[i]);
       to_stop_index.push_back(i);
     }
+  }
+  // A thread running at the first look is looked at again, a few ms apart:
+  // seen blocked, it is read where it waits; running at every look, it is
+  // stopped only when it ran in user mode meanwhile (SafeToInterrupt): a
+  // stop in the kernel cuts a long read short, or makes a call on its way
+  // to sleep return EINTR.
+  if (!options.stop_all && !to_stop.empty()) {
+    std::vector<ThreadCpu> first_cpu(to_stop.size());
+    std::vector<bool> have_cpu(to_stop.size()), running(to_stop.size(), true);
+    for (size_t k = 0; k < to_stop.size(); ++k) have_cpu[k] = ReadThreadCpu(pid, to_stop[k], &first_cpu[k]);
+    for (int look_no = 1; look_no < kRunningLooks; ++look_no) {
+      usleep(kRunningLookGapUs);
+      bool any = false;
+      for (size_t k = 0; k < to_stop.size(); ++k) {
+        if (!running[k]) continue;
+        const SyscallLook look = LookAt(proc + "/task/" + std::to_string(to_stop[k]));
+        if (!look.read || look.running) {
+          any = true;
+          continue;
+        }
+        ThreadRegs& r = regs[to_stop_index[k]];
+        r.blocked = true;
+        r.regs[7] = look.sp;
+        r.regs[16] = look.pc;
+        r.syscall = look.line;
+        running[k] = false;
+      }
+      if (!any) break;
+    }
+    std::vector<int> keep;
+    std::vector<size_t> keep_index;
+    for (size_t k = 0; k < to_stop.size(); ++k) {
+      if (!running[k]) continue;
+      ThreadCpu now;
+      if (have_cpu[k] && ReadThreadCpu(pid, to_stop[k], &now) && SafeToInterrupt(first_cpu[k], now)) {
+        keep.push_back(to_stop[k]);
+        keep_index.push_back(to_stop_index[k]);
+      } else {
+        out.threads[to_stop_index[k]].error =
+            "running in the kernel (or not at all) while looked at: not stopped, since a stop could cut its "
+            "system call short (--stop-all reads it anyway)";
+      }
+    }
+    to_stop.swap(keep);
+    to_stop_index.swap(keep_index);
   }
   std::vector<bool> stopped;
   {

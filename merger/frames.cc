@@ -82,6 +82,16 @@ const char* Frame::LangName() const {
   return "native";
 }
 
+bool IsThreadStart(const Frame& f) {
+  static const char* const kStarts[] = {"__clone3", "clone3", "__clone", "clone", "start_thread", "_start",
+                                        "__libc_start_main", "__libc_start_call_main"};
+  if (f.lang != Frame::Lang::kNative) return false;
+  for (const char* name : kStarts) {
+    if (f.func == name) return true;
+  }
+  return false;
+}
+
 bool IsEvalFrame(const Frame& f) {
   return f.lang == Frame::Lang::kNative && f.func == "_PyEval_EvalFrameDefault";
 }
@@ -104,9 +114,23 @@ std::vector<Frame> MixPythonFrames(const std::vector<Frame>& native, const std::
     last_eval = out.size();
   }
   if (next < python.size()) {
-    // Left over: after the last evaluation frame's run, or on top.
+    // Left over: after the last evaluation frame's run. With no evaluation
+    // frame among the native ones (the native stack was cut short below
+    // the interpreter: a call through libffi, read from two registers),
+    // the Python frames are outer to every native frame read: placed
+    // before the thread's start frames when those were read, else after
+    // the native frames, with a frame saying what is missing between.
     std::vector<Frame> rest(python.begin() + long(next), python.end());
-    size_t at = last_eval == SIZE_MAX ? 0 : last_eval;
+    size_t at = last_eval;
+    if (at == SIZE_MAX) {
+      at = out.size();
+      while (at > 0 && IsThreadStart(out[at - 1])) --at;
+      if (at == out.size() && !out.empty()) {
+        Frame gap;
+        gap.func = "[native frames not read]";
+        rest.insert(rest.begin(), gap);
+      }
+    }
     out.insert(out.begin() + long(at), rest.begin(), rest.end());
   }
   return out;

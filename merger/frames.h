@@ -43,6 +43,9 @@ std::string Shortened(const std::string& text);
 // Whether a native frame is CPython's evaluation loop (one such frame runs
 // one or more Python frames).
 bool IsEvalFrame(const Frame& f);
+// A frame that starts a thread (clone3, start_thread, _start, ...): the
+// outermost frames of a stack read whole.
+bool IsThreadStart(const Frame& f);
 
 // The mixed stack of one thread: `native` innermost first, with each
 // evaluation-loop frame replaced by its Python frames from `python`

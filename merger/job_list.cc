@@ -227,8 +227,18 @@ std::vector<ReportFolderSummary> ListReportFolders(const std::vector<JobSummary>
       r.bytes += uint64_t(e.st_blocks) * 512;
       r.newest_real_ns = std::max(r.newest_real_ns, int64_t(e.st_mtim.tv_sec) * 1000000000 + e.st_mtim.tv_nsec);
       const std::string entry = it->path().filename().string();
-      if (it.depth() == 0 && S_ISDIR(e.st_mode)) ++r.runs;
-      if (it.depth() == 1 && S_ISDIR(e.st_mode) && entry.rfind("round-", 0) == 0) ++r.rounds;
+      const bool round = S_ISDIR(e.st_mode) && entry.rfind("round-", 0) == 0;
+      const bool marker = S_ISREG(e.st_mode) && (entry == "round.started" || entry == "slow.said" ||
+                                                 entry.rfind(".round.started", 0) == 0);
+      if (it.depth() == 0) {
+        // A run's folder, or (older layout) a round or a marker.
+        if (S_ISDIR(e.st_mode) && !round) ++r.runs;
+        else if (round) ++r.rounds;
+        else if (!marker) r.looks_like_reports = false;
+      } else if (it.depth() == 1 && it->path().parent_path().filename().string().rfind("round-", 0) != 0) {
+        if (round) ++r.rounds;
+        else if (!marker) r.looks_like_reports = false;
+      }
     }
     for (const JobSummary& j : jobs) {
       r.job_live |= j.job == r.job && j.Live();

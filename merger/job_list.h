@@ -63,6 +63,9 @@ struct ReportFolderSummary {
   uint64_t bytes = 0;
   bool job_live = false;        // a job of that name has a process alive or stopped here
   bool job_known = false;       // a job of that name has a trace folder here
+  // Holds only what the automatic report writes (run folders of rounds,
+  // markers): a folder renamed to look like one is not taken for one.
+  bool looks_like_reports = true;
 };
 
 // The report folders of `jobs` (their report.where), and those named

@@ -18,6 +18,7 @@
 #include "merger/trace_reader.h"
 #include "merger/symbolize.h"
 #include "tests/test_util.h"
+#include "tracer/config.h"
 
 namespace hangtrace {
 namespace {
@@ -465,8 +466,12 @@ TEST(Runtime, TheWatchdogStartsTheAutomaticReportOnceAndPrintsNoLineOfItsOwn) {
 ProgramResult RunWithReport(const TempDir& dir, const std::string& report_dir, double seconds,
                             std::vector<std::pair<std::string, std::string>> env = {},
                             std::vector<std::string> args = {"hold"}) {
-  env.insert(env.end(), {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", HT_CLI},
-                         {"HANGTRACE_REPORT_DIR", report_dir}});
+  // A rank (the automatic report is a job's; a process without a rank says
+  // its watchdog lines).
+  // The caller's settings come after (they win).
+  env.insert(env.begin(), {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", HT_CLI},
+                           {"HANGTRACE_REPORT_DIR", report_dir}, {"OMPI_COMM_WORLD_RANK", "0"},
+                           {"OMPI_COMM_WORLD_SIZE", "1"}});
   return RunTraced(dir, args, env, seconds);
 }
 
@@ -507,11 +512,14 @@ TEST(Runtime, WhatAnotherUserPlantedInAStickyReportFolderIsNeverFollowedNorBelie
       ASSERT_EQ(symlink(victim.path().c_str(), run.c_str()), 0);
       ASSERT_EQ(lchown(run.c_str(), kOtherUser, kOtherUser), 0);
     }
-    ProgramResult r = RunWithReport(dir, shared.path(), 3.0);
-    EXPECT_NE(r.err.find("hangtrace: no automatic report: "), std::string::npos) << plant << ": " << r.err;
+    ProgramResult r = RunWithReport(dir, shared.path(), 3.0, {{"HANGTRACE_RUN", "run"}});
+    EXPECT_NE(r.err.find("hangtrace: no automatic report: " + run), std::string::npos) << plant << ": " << r.err;
+    EXPECT_NE(r.err.find("hangtrace: watchdog: rank"), std::string::npos) << plant << ": " << r.err;
     EXPECT_EQ(r.err.find("automatic report of job"), std::string::npos) << plant << ": " << r.err;
     EXPECT_FALSE(HoldsAnything(victim.path())) << plant << ": written through the planted link";
-    if (std::string(plant) == "folder") EXPECT_FALSE(HoldsAnything(run)) << "written into another user's folder";
+    if (std::string(plant) == "folder") {
+      EXPECT_FALSE(HoldsAnything(run)) << "written into another user's folder";
+    }
   }
 }
 
@@ -562,7 +570,8 @@ TEST(Runtime, ALaunchFolderTheUserCannotWriteSendsTheReportToTheirOwnAndSaysWher
   }
   ProgramResult r = RunTraced(dir, {"hold"},
                               {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", "1"}, {"HANGTRACE_CLI", HT_CLI},
-                               {"PWD", launch.path()}, {"HOME", home.path()}},
+                               {"PWD", launch.path()}, {"HOME", home.path()}, {"OMPI_COMM_WORLD_RANK", "0"},
+                               {"OMPI_COMM_WORLD_SIZE", "1"}},
                               8.0);
   umount2(launch.path().c_str(), MNT_DETACH);
   const std::string fallback = home.path() + "/.hangtrace/hangtrace-report-job";
@@ -571,15 +580,72 @@ TEST(Runtime, ALaunchFolderTheUserCannotWriteSendsTheReportToTheirOwnAndSaysWher
   EXPECT_TRUE(HoldsAnything(fallback));
 }
 
+TEST(Runtime, ALinkAnotherUserPlantedOnTheWayToTheReportFolderIsNotFollowed) {
+  // HANGTRACE_REPORT_DIR=/shared/proj/reports, where another user made
+  // /shared/proj (a sticky folder all may write in) a link to a folder of
+  // their choice: root's report went there. A link on the way is followed
+  // only when it is root's or the user's own.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to plant a link as another user";
+  TempDir dir, shared, victim;
+  chmod(shared.path().c_str(), 01777);
+  chmod(victim.path().c_str(), 0777);
+  const std::string proj = shared.path() + "/proj";
+  ASSERT_EQ(symlink(victim.path().c_str(), proj.c_str()), 0);
+  ASSERT_EQ(lchown(proj.c_str(), kOtherUser, kOtherUser), 0);
+  ProgramResult r = RunWithReport(dir, proj + "/reports", 2.0);
+  EXPECT_NE(r.err.find(proj + " is a link another user (uid 65534) made: not followed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hangtrace: watchdog: rank"), std::string::npos) << r.err;
+  EXPECT_FALSE(HoldsAnything(victim.path())) << "the report went through the planted link";
+}
+
+TEST(Runtime, ARoundFileOfAKilledRunDoesNotSilenceTheNextHang) {
+  // A killed run leaves its node's round file; a rerun under the same run
+  // name (HANGTRACE_RUN reused) found it taken, and its hang got no report
+  // and no line. A round whose holder is gone is taken over.
+  TempDir dir, out;
+  ASSERT_EQ(mkdir((dir.path() + "/job").c_str(), 0700), 0);
+  std::ofstream(dir.path() + "/job/report.round.again") << "2147480000 1\n";  // no such process
+  ProgramResult r = RunWithReport(dir, out.path() + "/reports", 8.0, {{"HANGTRACE_RUN", "again"}});
+  EXPECT_NE(r.err.find("hangtrace: automatic report of job job"), std::string::npos) << r.err;
+}
+
+TEST(Runtime, AReportHelperThatIsKilledLeavesALineNotSilence) {
+  // The helper ended by a signal (SIGTERM from the user, its deadline, a
+  // fault) before it reported: the rank that started it says so.
+  TempDir dir, out;
+  const std::string cli = out.path() + "/dies.sh";
+  std::ofstream(cli) << "#!/bin/sh\nkill -TERM $$\n";
+  chmod(cli.c_str(), 0755);
+  ProgramResult r = RunWithReport(dir, out.path() + "/reports", 3.0, {{"HANGTRACE_CLI", cli}});
+  EXPECT_NE(r.err.find("its helper was ended by signal 15"), std::string::npos) << r.err;
+}
+
+TEST(Runtime, RunNamesCutOrMappedStayApart) {
+  // A run's name becomes a folder's: cut at 63 characters and with '/' or
+  // spaces mapped, two runs shared one name (64 y's then A, then B).
+  std::string a, b, c, d;
+  RunSetting::Parse((std::string(64, 'y') + "A").c_str(), &a);
+  RunSetting::Parse((std::string(64, 'y') + "B").c_str(), &b);
+  RunSetting::Parse("exp/1", &c);
+  RunSetting::Parse("exp_1", &d);
+  EXPECT_NE(a, b);
+  EXPECT_NE(c, d);
+  EXPECT_EQ(d, "exp_1") << "a name that needs no change keeps it";
+  for (const std::string& n : {a, b, c}) {
+    EXPECT_LE(n.size(), 63u) << n;
+    EXPECT_EQ(n.find('/'), std::string::npos) << n;
+  }
+}
+
 TEST(Runtime, NothingIsWrittenIntoADescriptorTheProgramReusedForItsStderr) {
   // The program closed fd 2 and opened a data file, which got the number:
   // neither the watchdog's lines nor the automatic report may land in it.
   for (const char* report : {"0", "1"}) {
     TempDir dir, out;
     const std::string data = out.path() + "/data.out";
-    std::vector<std::pair<std::string, std::string>> env = {{"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", report},
-                                                            {"HANGTRACE_CLI", HT_CLI},
-                                                            {"HANGTRACE_REPORT_DIR", out.path() + "/reports"}};
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"HANGTRACE_TIMEOUT", "0.3"}, {"HANGTRACE_REPORT", report}, {"HANGTRACE_CLI", HT_CLI},
+        {"HANGTRACE_REPORT_DIR", out.path() + "/reports"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}};
     ProgramResult r = RunTraced(dir, {"reuse-stderr", data}, env, 6.0);
     EXPECT_EQ(r.term_signal, SIGKILL) << r.err;
     std::ifstream in(data);

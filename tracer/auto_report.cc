@@ -41,6 +41,7 @@
 #include "tracer/clock.h"
 #include "tracer/config.h"
 #include "tracer/internal.h"
+#include "tracer/procfs.h"
 #include "tracer/report_folder.h"
 #include "tracer/runtime.h"
 
@@ -52,6 +53,7 @@ namespace {
 constexpr int64_t kRoundGapNs = 60ll * 1000000000;  // one round a minute at most
 
 pid_t g_helper = 0;         // the running helper, 0: none
+char g_report_where[512];   // its report folder, for the line at exit
 char g_helper_log[64];      // its log's name in the job's trace folder
 int64_t g_round_start = 0;  // when this process took its node's round; 0: none held
 bool g_said_unavailable = false;
@@ -89,12 +91,15 @@ struct Where {
 Where OpenReportFolder(const std::string& job, bool create) {
   Where w;
   w.path = report_folder::DefaultPath(job);
+  // A folder the user named is made whole; the default only where the job
+  // was launched (a launch folder that is gone is not made again).
+  const bool named = !RuntimeConfig().report_dir.empty();
   bool cannot_create = false;
-  w.fd = report_folder::Open(w.path, create, &w.why, &cannot_create);
-  if (w.fd >= 0 || !cannot_create || !RuntimeConfig().report_dir.empty()) return w;
+  w.fd = report_folder::Open(w.path, create, &w.why, &cannot_create, /*create_parents=*/named);
+  if (w.fd >= 0 || !cannot_create || named) return w;
   const std::string fallback = report_folder::FallbackPath(job);
   std::string why;
-  const int fd = fallback.empty() ? -1 : report_folder::Open(fallback, create, &why);
+  const int fd = fallback.empty() ? -1 : report_folder::Open(fallback, create, &why, nullptr, /*create_parents=*/true);
   if (fd < 0) return w;
   w.fd = fd;
   w.fallback = true;
@@ -175,20 +180,35 @@ bool StartHelper(const std::string& cli, const std::vector<std::string>& args) {
 // Takes the node's round of this run (the round file in the job's trace
 // folder, O_EXCL), unless another process has it; a round file whose owner
 // died is taken over once it is older than two gaps.
+// The process that holds a round file ("PID START", START its start time
+// in clock ticks since boot) is gone: the file is a killed run's (one that
+// reused this run's name), or older than two gaps.
+bool RoundIsStale(TraceFile* f, const std::string& name) {
+  struct stat st;
+  if (fstatat(f->dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (time(nullptr) - st.st_mtime > 2 * kRoundGapNs / 1000000000) return true;
+  std::string text;
+  if (!report_folder::Read(f->dir_fd, name, &text, 64)) return false;
+  const long pid = strtol(text.c_str(), nullptr, 10);
+  const char* space = strchr(text.c_str(), ' ');
+  const unsigned long long start = space ? strtoull(space + 1, nullptr, 10) : 0;
+  ProcStat holder;
+  if (pid <= 0) return false;
+  return !ReadProcStat(pid_t(pid), &holder) || (start && holder.start_time != start);
+}
+
 bool TakeRound(TraceFile* f, int64_t now) {
   const std::string name = "report.round." + RunName();
   int fd = openat(f->dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    struct stat st;
-    if (fstatat(f->dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        time(nullptr) - st.st_mtime > 2 * kRoundGapNs / 1000000000) {
-      unlinkat(f->dir_fd, name.c_str(), 0);
-    }
-    return false;
+  if (fd < 0 && errno == EEXIST && RoundIsStale(f, name)) {
+    unlinkat(f->dir_fd, name.c_str(), 0);
+    fd = openat(f->dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   }
   if (fd < 0) return false;
-  const std::string pid = std::to_string(getpid()) + "\n";
-  if (write(fd, pid.data(), pid.size()) < 0) {
+  ProcStat me;
+  const std::string holder =
+      std::to_string(getpid()) + " " + std::to_string(ReadProcStat(0, &me) ? me.start_time : 0) + "\n";
+  if (write(fd, holder.data(), holder.size()) < 0) {
   }
   close(fd);
   g_round_start = now;
@@ -196,12 +216,22 @@ bool TakeRound(TraceFile* f, int64_t now) {
 }
 
 // The helper ended: what it said (its log) goes to this process's stderr,
-// the job's log, unless the program has put something else on fd 2.
-void PrintHelperLog(TraceFile* f) {
+// the job's log, unless the program has put something else on fd 2. One
+// that was killed (SIGTERM, its deadline, a fault) is said too: never
+// silence.
+void PrintHelperLog(TraceFile* f, int status) {
   if (!g_helper_log[0] || f->dir_fd < 0) return;
   std::string text;
   if (report_folder::Read(f->dir_fd, g_helper_log, &text, 256 * 1024) && !text.empty()) {
     WriteStderrBlock(text.data(), text.size());
+  }
+  if (WIFSIGNALED(status)) {
+    char line[300];
+    snprintf(line, sizeof(line),
+             "hangtrace: no automatic report: its helper was ended by signal %d (%s) before it reported; "
+             "hangtrace srun-dump or hangtrace dump give one",
+             WTERMSIG(status), strsignal(WTERMSIG(status)));
+    WriteStderrLine(line);
   }
   unlinkat(f->dir_fd, g_helper_log, 0);
   g_helper_log[0] = '\0';
@@ -238,9 +268,10 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   const int64_t now = MonotonicNs();
   if (g_helper > 0) {
     int status;
-    if (waitpid(g_helper, &status, WNOHANG | __WALL) != 0) {  // ended (or not ours: ECHILD)
+    const pid_t ended = waitpid(g_helper, &status, WNOHANG | __WALL);
+    if (ended != 0) {  // ended (or not ours: ECHILD)
       g_helper = 0;
-      PrintHelperLog(f);
+      PrintHelperLog(f, ended > 0 ? status : 0);
     }
   }
   if (g_round_start && g_helper == 0 && now - g_round_start >= kRoundGapNs) {
@@ -250,6 +281,9 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   // Most ticks end here: nothing fired, and no look for a round is due.
   const bool look = !fired && idle && now >= g_next_look && FirstOnNode();
   if ((!fired && !look) || f->dir_fd < 0 || !AutoReportOn()) return false;
+  // The report is a job's, of its ranks: a process without a rank (a
+  // program run alone under `hangtrace run`) says its watchdog lines.
+  if (f->process->rank < 0) return false;
   if (g_round_start) return fired;  // this process's round covers it
   // The job's trace folder: DIR/JOB (f->path is DIR/JOB/host.pid.htrace once named).
   std::string folder = f->path;
@@ -268,6 +302,18 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
     if (at < 0 || time(nullptr) - at >= kRoundGapNs / 1000000000) return false;
   }
   Where w = OpenReportFolder(job, /*create=*/true);
+  if (w.fd >= 0) {
+    // The run's folder too: a link or a folder another user made under its
+    // name (in a sticky shared folder) refuses the report here, where the
+    // watchdog's lines can still be printed.
+    const int run = report_folder::OpenSub(w.fd, RunName(), true, &w.why, w.path);
+    if (run < 0) {
+      close(w.fd);
+      w.fd = -1;
+    } else {
+      close(run);
+    }
+  }
   if (w.fd < 0) {
     // No report can be made: the watchdog's lines say what each rank
     // waits in, and the node's round taker says why, once a round.
@@ -291,6 +337,7 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   std::vector<std::string> args = {"auto-report", "--dir", root, "--job", job, "--run", RuntimeConfig().run, "--out", w.path,
                                    "--timeout", timeout, "--log", folder + "/" + g_helper_log};
   if (w.fallback) args.insert(args.end(), {"--note", w.why});
+  snprintf(g_report_where, sizeof(g_report_where), "%s", w.path.c_str());
   const std::string cli = HelperPath();
   if (cli.empty() || !StartHelper(cli, args)) {
     g_helper_log[0] = '\0';
@@ -302,6 +349,17 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
     return false;
   }
   return true;
+}
+
+void AutoReportAtExit() {
+  if (g_helper <= 0) return;
+  int status;
+  if (waitpid(g_helper, &status, WNOHANG | __WALL) != 0) return;  // done: its log was for a live rank to print
+  char line[700];
+  snprintf(line, sizeof(line),
+           "hangtrace: this process exits while its automatic report is being made: the report will be in %s",
+           g_report_where);
+  WriteStderrLine(line);
 }
 
 }  // namespace hangtrace

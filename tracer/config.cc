@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 namespace hangtrace {
@@ -102,6 +103,19 @@ std::string ExpandUser(std::string path) {
   return path;
 }
 
+// A run's name as a folder's: PathSafe, and where that had to cut it or
+// change a character, the rest replaced by a hash of the whole, so that two
+// runs never share a name (64 y's then A, and then B, were one run).
+std::string UniqueName(const std::string& text) {
+  const std::string safe = PathSafe(text);
+  if (safe == text) return safe;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return safe.substr(0, 46) + "-" + hex;
+}
+
 // torchrun's run id, unless it is its default "none" (every standalone
 // torchrun has it: it names no run).
 const char* TorchRunId() {
@@ -127,7 +141,7 @@ bool JobSetting::Parse(const char* v, Type* out) {
 // launcher's pid and start time on this node. Else unknown ("").
 bool RunSetting::Parse(const char* v, Type* out) {
   if (*v) {
-    *out = PathSafe(v);
+    *out = UniqueName(v);
     return true;
   }
   auto or_default = [](const char* name, const char* fallback) {
@@ -138,6 +152,8 @@ bool RunSetting::Parse(const char* v, Type* out) {
   if (const char* job = Env("SLURM_JOB_ID")) {
     run = std::string("slurm-") + job + "." + or_default("SLURM_STEP_ID", "batch") + "." +
           or_default("SLURM_RESTART_COUNT", "0");
+    // Two mpiruns of one batch script share its step: their namespaces differ.
+    if (const char* ns = Env("PMIX_NAMESPACE")) run += std::string("-") + ns;
   } else if (const char* ns = Env("PMIX_NAMESPACE")) {
     run = std::string("pmix-") + ns;
   } else if (const char* id = Env("OMPI_MCA_ess_base_jobid")) {
@@ -151,8 +167,12 @@ bool RunSetting::Parse(const char* v, Type* out) {
       run = "launcher-" + std::to_string(ppid) + "-" + std::to_string(parent.start_time);
       if (const char* restart = Env("TORCHELASTIC_RESTART_COUNT")) run += std::string(".") + restart;
     }
+  } else {
+    // No launcher: a process of its own (what it forks shares its run).
+    ProcStat self;
+    if (ReadProcStat(0, &self)) run = "process-" + std::to_string(getpid()) + "-" + std::to_string(self.start_time);
   }
-  *out = run.empty() ? run : PathSafe(run);
+  *out = run.empty() ? run : UniqueName(run);
   return true;
 }
 

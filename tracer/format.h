@@ -268,6 +268,10 @@ enum StackFlag : uint8_t {
   // give; it was found by a scan of the stack and kept because the unwind
   // from it reached the thread's outermost frame (tracer/stacks.cc).
   kStackFramePointerScan = 4,
+  // Running at every look of the capture, but not in user mode meanwhile
+  // (in the kernel, or not at all): not signalled, since a signal there can
+  // cut a call short (a read's count, EINTR). Its stack is not captured.
+  kStackNotSignalled = 8,
 };
 
 // ProcessInfo::python_status: what the last capture of Python frames found.

@@ -10,15 +10,15 @@
 // it in the register, which /proc does not give. Such a frame's %rbp is the
 // stack slot where it saved its caller's %rbp, the word after which is its
 // return address. Candidates for it are the slots above the stopped
-// frame's stack pointer whose next word follows a call instruction, and,
-// where that call names its target (directly, through the GOT or through a
-// PLT entry), names the stopped frame's function; tried lowest first. The
+// frame's stack pointer whose next word follows a call instruction that
+// names the stopped frame's function (directly, through the GOT or through
+// a PLT entry); tried lowest first. The
 // caller keeps a candidate only when the unwind from it reaches the
 // thread's outermost frame with every frame in an unwind table, which a
 // stale return address or a spilled pointer in the frame's locals does
-// not. A slot in the caller's own frame would pass too, and lose the
-// caller: the target check refuses it when the call names its target, and
-// the lowest-first order finds the stopped frame's own slot first.
+// not. A slot in an outer frame would pass too, and lose the frames
+// between: the target check refuses it, and a call through a register,
+// whose target nothing names, is never taken (ForEachCandidate).
 //
 // x86-64 only: elsewhere FrameScanSupported is false and stacks stay as far
 // as the two registers take them.
@@ -79,7 +79,7 @@ CallBefore CallBeforeReturn(const Read& read, uint64_t ra) {
   const int32_t rel = int32_t(uint32_t(word >> 32));  // the four bytes before ra
   if (byte(5) == 0xe8) {
     c.call = true;
-    c.target = ThroughPlt(read, ra + uint64_t(int64_t(rel)));
+    c.target = ra + uint64_t(int64_t(rel));
   } else if (byte(6) == 0xff && byte(5) == 0x15) {
     c.call = true;
     if (!read(ra + uint64_t(int64_t(rel)), &c.target)) c.target = 0;
@@ -89,24 +89,36 @@ CallBefore CallBeforeReturn(const Read& read, uint64_t ra) {
              (byte(6) == 0xff && call_modrm(byte(5)) && (byte(5) >> 6) == 2) ||  // call *d32(%reg)
              (byte(7) == 0xff && call_modrm(byte(6)) && (byte(6) >> 6) == 2);   // call *d32(%reg,%idx)
   }
+  // Through a PLT entry, and jump stubs behind it (a preload's exported
+  // function may itself jump through a table): three at most.
+  for (int hop = 0; hop < 3 && c.target; ++hop) {
+    const uint64_t next = ThroughPlt(read, c.target);
+    if (next == c.target) break;
+    c.target = next;
+  }
   return c;
 }
 
 // Calls try_fp(fp) for each candidate frame pointer above `sp` (the
-// stopped frame's stack pointer; `function` where its function starts)
-// until it returns true, lowest first; whether one did. Without the
-// function's start nothing is tried: the check of the calls' targets is
-// what keeps a candidate in a caller's frame, whose unwind skips the
-// stopped frame's caller, from passing.
+// stopped frame's stack pointer; the stopped frame's function spans
+// [`start`, `end`)) until it returns true, lowest first; whether one did.
+// A candidate's return address must follow a call that names its target,
+// and the target must be the stopped function (its entry may lie a little
+// before where its unwind table starts, in hand-written code). A call
+// through a register names nothing: a slot of an outer frame whose call was
+// indirect would pass every other check and lose the frames between, so
+// such a slot is never taken, and the stack ends at the stopped frame. Nor
+// is anything tried without the function's extent.
 template <class Read, class Try>
-bool ForEachCandidate(const Read& read, uint64_t sp, uint64_t function, const Try& try_fp) {
-  if (!kSupported || !function) return false;
+bool ForEachCandidate(const Read& read, uint64_t sp, uint64_t start, uint64_t end, const Try& try_fp) {
+  if (!kSupported || !start || end <= start) return false;
+  constexpr uint64_t kEntrySlack = 64;
   int tried = 0;
   for (uint64_t at = sp & ~uint64_t(7); at < sp + kScanBytes && tried < kMaxCandidates; at += 8) {
     uint64_t ra = 0;
     if (!read(at + 8, &ra)) return false;  // the end of the stack
     const CallBefore call = CallBeforeReturn(read, ra);
-    if (!call.call || (call.target && call.target != function)) continue;
+    if (!call.call || !call.target || call.target + kEntrySlack < start || call.target >= end) continue;
     ++tried;
     if (try_fp(at)) return true;
   }

@@ -55,6 +55,9 @@ bool AutoReportOn();
 // rank); false when it is off or cannot be made (its folder refused, full,
 // read-only: said once), and the watchdog's lines are printed.
 bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s);
+// The process exits: a report round it started and that is not done yet
+// gets one line saying where its report will be (no one is left to print it).
+void AutoReportAtExit();
 // Copies `src` into a field of `cap` bytes: at most cap - 1 of it, and a NUL.
 void CopyString(char* dst, size_t cap, const char* src);
 // Whether the file is named at start (a launcher's rank, HANGTRACE_KEEP)

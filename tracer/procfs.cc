@@ -43,6 +43,23 @@ bool ReadProcStat(pid_t pid, ProcStat* out) {
   return true;
 }
 
+bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out) {
+  char path[96], buf[1024];
+  if (pid) snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", int(pid), tid);
+  else snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) return false;
+  const char* p = strrchr(buf, ')');  // comm may contain spaces and ')'
+  if (!p || p[1] != ' ') return false;
+  p += 2;  // field 3
+  for (int field = 3; *p && field < 14; ++p) {
+    if (*p == ' ') ++field;
+  }
+  char* end = nullptr;
+  out->user = strtoull(p, &end, 10);
+  out->kernel = end && *end == ' ' ? strtoull(end + 1, nullptr, 10) : 0;
+  return true;
+}
+
 void ReadBootId(uint8_t out[16]) {
   char buf[64];
   memset(out, 0, 16);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include "tracer/config.h"
 
@@ -40,14 +41,6 @@ bool Trusted(int fd, const std::string& shown, std::string* why) {
   return false;
 }
 
-// mkdir -p of the folders above `path` (not `path` itself), 0700.
-bool MakeParents(const std::string& path) {
-  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
-    if (mkdir(path.substr(0, pos).c_str(), 0700) != 0 && errno != EEXIST) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string DefaultPath(const std::string& job) {
@@ -65,23 +58,75 @@ std::string FallbackPath(const std::string& job) {
   return std::string(home) + "/.hangtrace/hangtrace-report-" + job;
 }
 
-int Open(const std::string& path, bool create, std::string* why, bool* cannot_create) {
-  if (cannot_create) *cannot_create = false;
-  int made = 0;  // why it could not be made (errno), 0: made or there
-  if (create && mkdir(path.c_str(), 0700) != 0) {
-    made = errno;
-    if (made == ENOENT && MakeParents(path)) made = mkdir(path.c_str(), 0700) == 0 ? 0 : errno;
-    if (made == EEXIST) made = 0;
+namespace {
+// Opens `path` one component at a time from / (or the current folder), so
+// that a link another user made on the way (in a sticky /tmp, a project
+// folder) is never followed: a link is followed only when it is root's or
+// this user's (Linux's protected_symlinks rule, whatever the sysctl says).
+// Missing components are made (0700) when `create_from` is below them:
+// from that index on (the report folder itself, or the fallback's
+// ~/.hangtrace too). Returns a descriptor of the last component, or -1 with
+// `why` and errno.
+int WalkOpen(const std::string& path, size_t create_from, std::string* why) {
+  std::vector<std::string> parts;
+  for (size_t at = 0; at < path.size();) {
+    size_t slash = path.find('/', at);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > at) parts.push_back(path.substr(at, slash - at));
+    at = slash + 1;
   }
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT && made) {
-      *why = "cannot make " + path + ": " + strerror(made);
-      if (cannot_create) *cannot_create = made == EACCES || made == EPERM || made == EROFS;
-    } else {
-      *why = path + (errno == ELOOP || errno == ENOTDIR ? " is not a folder of its own (a link, or a file): refused"
-                                                        : std::string(": ") + strerror(errno));
+  int dir = open(path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::string shown = path[0] == '/' ? "" : ".";
+  for (size_t i = 0; dir >= 0 && i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    shown += "/" + part;
+    struct stat st;
+    if (fstatat(dir, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      const int missing = errno;
+      if (missing != ENOENT || i < create_from || (mkdirat(dir, part.c_str(), 0700) != 0 && errno != EEXIST)) {
+        const int saved = missing == ENOENT && i >= create_from ? errno : missing;
+        *why = (i + 1 == parts.size() ? "cannot make " : "cannot reach ") + shown + ": " + strerror(saved);
+        close(dir);
+        errno = saved;
+        return -1;
+      }
+    } else if (S_ISLNK(st.st_mode) && st.st_uid != 0 && st.st_uid != geteuid()) {
+      *why = shown + " is a link another user (uid " + std::to_string(st.st_uid) + ") made: not followed";
+      close(dir);
+      errno = EPERM;
+      return -1;
     }
+    const bool last = i + 1 == parts.size();
+    const int next = openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (last ? O_NOFOLLOW : 0));
+    const int saved = errno;
+    close(dir);
+    if (next < 0) {
+      *why = shown + (saved == ELOOP || saved == ENOTDIR ? " is not a folder of its own (a link, or a file): refused"
+                                                         : std::string(": ") + strerror(saved));
+      errno = saved;
+      return -1;
+    }
+    dir = next;
+  }
+  return dir;
+}
+}  // namespace
+
+int Open(const std::string& path, bool create, std::string* why, bool* cannot_create, bool create_parents) {
+  if (cannot_create) *cannot_create = false;
+  if (path.empty()) {
+    *why = "no report folder named";
+    return -1;
+  }
+  // Only the report folder itself is made (and, for a folder of the
+  // user's own such as the fallback, its parents): a launch folder that is
+  // gone is not made again.
+  size_t components = 0;
+  for (size_t at = 0; at < path.size(); ++at) components += path[at] != '/' && (at == 0 || path[at - 1] == '/');
+  const size_t create_from = !create ? SIZE_MAX : create_parents ? 0 : components - 1;
+  const int fd = WalkOpen(path, create_from, why);
+  if (fd < 0) {
+    if (cannot_create) *cannot_create = errno == EACCES || errno == EPERM || errno == EROFS;
     return -1;
   }
   if (!Trusted(fd, path, why) || !HasRoom(fd, why)) {
@@ -92,20 +137,29 @@ int Open(const std::string& path, bool create, std::string* why, bool* cannot_cr
   return fd;
 }
 
-int OpenSub(int dir, const std::string& name, bool create, std::string* why) {
+int OpenSub(int dir, const std::string& name, bool create, std::string* why, const std::string& shown_parent) {
+  const std::string shown = shown_parent.empty() ? name : shown_parent + "/" + name;
   if (create && mkdirat(dir, name.c_str(), 0700) != 0 && errno != EEXIST) {
-    *why = "cannot make " + name + ": " + strerror(errno);
+    *why = "cannot make " + shown + ": " + strerror(errno);
     return -1;
   }
+  struct stat link;
+  const bool known = fstatat(dir, name.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0;
   const int fd = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    *why = name + (errno == ELOOP || errno == ENOTDIR ? " is not a folder of its own (a link, or a file): refused"
-                                                      : std::string(": ") + strerror(errno));
+    *why = shown + (errno == ELOOP || errno == ENOTDIR ? " is not a folder of its own (a link, or a file)" +
+                                                             (known && link.st_uid != geteuid()
+                                                                  ? " that uid " + std::to_string(link.st_uid) + " made"
+                                                                  : std::string()) +
+                                                             ": refused"
+                                                       : std::string(": ") + strerror(errno));
     return -1;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022)) {
-    *why = name + " is not a folder of this user's alone: refused";
+    *why = shown + (st.st_uid != geteuid() ? " belongs to uid " + std::to_string(st.st_uid) + ", not to this user"
+                                           : " is a folder others may write in") +
+           ": refused";
     close(fd);
     return -1;
   }

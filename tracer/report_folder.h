@@ -28,17 +28,21 @@ std::string DefaultPath(const std::string& job);
 // (a home is usually on every node); "" without a home.
 std::string FallbackPath(const std::string& job);
 
-// Opens the report folder `path`, making it (0700, and its parents 0700)
-// when `create` and it is missing, and checks it: a folder (not a link),
-// this user's, writable by no one else unless sticky, on a file system that
-// is writable and has room. Returns its descriptor, or -1 with `why` (one
-// sentence) and `*missing_parent_denied` set when it could not be made for
-// lack of permission in its parent (the caller may fall back).
-int Open(const std::string& path, bool create, std::string* why, bool* cannot_create = nullptr);
+// Opens the report folder `path`, making it (0700) when `create` and it is
+// missing (its missing parents too with `create_parents`: a folder of the
+// user's own, as the fallback), and checks it: reached without following a
+// link another user made on the way, a folder (not a link), this user's,
+// writable by no one else unless sticky, on a file system that is writable
+// and has room. Returns its descriptor, or -1 with `why` (one sentence) and
+// `*cannot_create` set when it could not be made for lack of permission
+// (the caller may fall back).
+int Open(const std::string& path, bool create, std::string* why, bool* cannot_create = nullptr,
+         bool create_parents = false);
 
 // A sub-folder of an opened folder (a run's, a round's, a look's): made
-// 0700 when `create`, opened without following a link, and ours.
-int OpenSub(int dir, const std::string& name, bool create, std::string* why);
+// 0700 when `create`, opened without following a link, and ours; `why`
+// names it under `shown_parent`.
+int OpenSub(int dir, const std::string& name, bool create, std::string* why, const std::string& shown_parent = "");
 
 // A new file in `dir` (O_EXCL, O_NOFOLLOW, 0600): -1 when the name is
 // taken (EEXIST) or the file cannot be made.

@@ -540,6 +540,7 @@ void RecordExit(int code) {
   p->exit_code = code;
   p->end_ticks = NowTicks();
   __atomic_store_n(&p->state, uint32_t(fmt::ProcState::kExited), __ATOMIC_RELEASE);
+  AutoReportAtExit();
   // Nothing of interest (a rank's file named at start, or HANGTRACE_KEEP
   // not asked): no traced call, no stack, no signal, a clean exit. Removed
   // only if the name still holds this very file.

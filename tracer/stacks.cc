@@ -319,6 +319,7 @@ struct BlockedUnwind {
   bool whole = false, truncated = false;
   unw_word_t last_sp = 0;
   unw_word_t last_start = 0;     // where the last frame's function starts (0: no unwind tables for it)
+  unw_word_t last_end = 0;       // and ends
   uint32_t without_tables = 0;   // frames whose pc no unwind table covers
 };
 
@@ -341,6 +342,7 @@ BlockedUnwind UnwindBlocked(fmt::StackSlot* slot, BlockedThread* t) {
     unw_proc_info_t pi;
     const bool tables = g_blocked.get_proc_info(&cursor, &pi) == 0 && !(pi.start_ip == ip && pi.end_ip == ip + 1);
     u.last_start = tables ? pi.start_ip : 0;
+    u.last_end = tables ? pi.end_ip : 0;
     u.without_tables += !tables;
     fmt::StackFrame& f = slot->frames[u.frames++];
     f.pc = exact ? ip : ip - 1;
@@ -378,7 +380,7 @@ uint32_t ReadBlockedStack(fmt::StackSlot* slot, const TaskState& state, bool* tr
       *word = w;
       return ok;
     };
-    const bool found = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, [&](uint64_t fp) {
+    const bool found = frame_scan::ForEachCandidate(read, cut.last_sp, cut.last_start, cut.last_end, [&](uint64_t fp) {
       t.fp = fp;
       u = UnwindBlocked(slot, &t);
       if (u.whole && u.frames > cut.frames && u.without_tables == cut.without_tables &&
@@ -448,8 +450,16 @@ bool InterruptedACall(void* uc) {
 }
 }  // namespace
 
-void StackSignalHandler(int, siginfo_t*, void* uc) {
+void StackSignalHandler(int sig, siginfo_t* info, void* uc) {
   int saved_errno = errno;
+  // Not a capture's (tgkill from this process): someone sent the program
+  // this signal, which then does what it would untraced (by default: ends
+  // it).
+  if (!info || info->si_code != SI_TKILL || info->si_pid != getpid()) {
+    errno = saved_errno;
+    ChainToPrevious(sig, info, uc, /*resend=*/true);
+    return;
+  }
   TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
   if (f) {
     int tid = GetTid();
@@ -815,22 +825,52 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   const pid_t pid = getpid();
   bool sent[fmt::kMaxStacks] = {};
   int captured = 0;
+  // Looks at every thread, a few ms apart: one seen blocked in a call at any
+  // look is read where it waits. One running at every look is signalled
+  // only when it ran in user mode meanwhile (SafeToInterrupt): "running"
+  // also means running in the kernel (a long read, getrandom, a call on its
+  // way to sleep), where a signal gives a short count or EINTR.
+  bool decided[fmt::kMaxStacks] = {};
+  ThreadCpu first_cpu[fmt::kMaxStacks];
+  bool have_cpu[fmt::kMaxStacks] = {};
   for (int i = 0; i < ntids; ++i) {
-    fmt::StackSlot* s = &f->stacks[i];
-    TaskState state = ReadTaskState(tids[i]);
-    if (WayFor(state) == Way::kRead) {
-      s->pthread_id = handles.Of(tids[i]);
-      state = ReadWhileBlocked(s, tids[i], state);
-      if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != uint32_t(fmt::StackStatus::kPending)) {
-        captured += s->nframes > 0;
-        continue;
-      }
-      // It woke up and runs: signalled below, as a running thread is.
-      s->method = uint8_t(fmt::StackMethod::kSignal);
-      s->flags = 0;
-      s->syscall_nr = 0xffff;
+    have_cpu[i] = ReadThreadCpu(0, tids[i], &first_cpu[i]);
+    f->stacks[i].pthread_id = handles.Of(tids[i]);  // CPython's name for it, whatever is read
+  }
+  int undecided = ntids;
+  for (int look = 0; look < kRunningLooks && undecided > 0; ++look) {
+    if (look > 0) {
+      struct timespec gap = {0, long(kRunningLookGapUs) * 1000};
+      nanosleep(&gap, nullptr);
     }
-    if (WayFor(state) != Way::kSignal || !may_signal) {
+    for (int i = 0; i < ntids; ++i) {
+      if (decided[i]) continue;
+      fmt::StackSlot* s = &f->stacks[i];
+      const TaskState state = ReadTaskState(tids[i]);
+      if (WayFor(state) == Way::kRead) {
+        ReadWhileBlocked(s, tids[i], state);
+        if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) == uint32_t(fmt::StackStatus::kPending)) {
+          s->method = uint8_t(fmt::StackMethod::kSignal);  // it woke up: looked at again
+          s->flags = 0;
+          s->syscall_nr = 0xffff;
+          continue;
+        }
+        captured += s->nframes > 0;
+      } else if (WayFor(state) == Way::kSignal) {
+        continue;  // running: looked at again
+      } else {
+        __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);  // gone, unreadable
+      }
+      decided[i] = true;
+      --undecided;
+    }
+  }
+  for (int i = 0; i < ntids; ++i) {
+    if (decided[i]) continue;
+    fmt::StackSlot* s = &f->stacks[i];
+    ThreadCpu now;
+    if (!may_signal || !have_cpu[i] || !ReadThreadCpu(0, tids[i], &now) || !SafeToInterrupt(first_cpu[i], now)) {
+      s->flags |= fmt::kStackNotSignalled;
       __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
       continue;
     }

@@ -10,6 +10,12 @@
  *   computing  both ranks compute for 9 s after an MPI call: each takes
  *              its idle capture while computing
  *
+ * Two more threads are busy while it happens: one reads 32 MiB from
+ * /dev/zero again and again (it spends its time in the kernel, where a
+ * signal or a stop would cut the read short), one polls with a 1 ms
+ * timeout in a loop (forever entering and leaving a call); each prints how
+ * many of its calls came back short or with EINTR (0 untraced).
+ *
  * Each blocking thread waits 8 s (or, for pause, until the main thread
  * signals it at 9.5 s) and prints one line: the call, its return value, its
  * errno and its time in whole seconds (rounded down). Linux never restarts nanosleep,
@@ -20,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <poll.h>
 #include <pthread.h>
@@ -153,6 +160,30 @@ static __attribute__((noinline)) long blocked_in(int i, const char** name) {
   }
 }
 
+static volatile int stop_busy = 0;
+static long short_reads = 0, poll_eintr = 0;
+
+static void* kernel_reader(void* arg) {
+  (void)arg;
+  const size_t size = 32u << 20;
+  char* buf = malloc(size);
+  int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  while (!stop_busy && buf && fd >= 0) {
+    if (read(fd, buf, size) != (ssize_t)size) ++short_reads;
+  }
+  if (fd >= 0) close(fd);
+  free(buf);
+  return NULL;
+}
+
+static void* short_poller(void* arg) {
+  (void)arg;
+  while (!stop_busy) {
+    if (poll(NULL, 0, 1) < 0 && errno == EINTR) ++poll_eintr;
+  }
+  return NULL;
+}
+
 static void* blocker(void* arg) {
   const int i = (int)(long)arg;
   const double t0 = now_s();
@@ -191,8 +222,10 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Barrier(MPI_COMM_WORLD); /* every rank has made a traced call */
 
-  pthread_t threads[kThreads];
+  pthread_t threads[kThreads], reader, poller;
   for (long i = 0; i < kThreads; ++i) pthread_create(&threads[i], NULL, blocker, (void*)i);
+  pthread_create(&reader, NULL, kernel_reader, NULL);
+  pthread_create(&poller, NULL, short_poller, NULL);
   pause_thread = threads[kThreads - 1];
   const double t0 = now_s();
   if (!strcmp(mode, "in-mpi")) {
@@ -210,6 +243,9 @@ int main(int argc, char** argv) {
   while (now_s() - t0 < kWaitS + 1.5) usleep(10000);
   pthread_kill(pause_thread, SIGUSR1);
   for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
+  stop_busy = 1;
+  pthread_join(reader, NULL);
+  pthread_join(poller, NULL);
 
   /* Rank by rank, in order: one block of lines each. */
   for (int r = 0; r < 2; ++r) {
@@ -218,6 +254,8 @@ int main(int argc, char** argv) {
         printf("rank %d %s returned %ld errno %s after %d s\n", rank, results[i].call, results[i].rc,
                results[i].err ? strerrorname_np(results[i].err) : "0", (int)results[i].seconds);
       }
+      printf("rank %d reads of 32 MiB from /dev/zero that came back short: %ld\n", rank, short_reads);
+      printf("rank %d polls of 1 ms that returned EINTR: %ld\n", rank, poll_eintr);
       fflush(stdout);
     }
     MPI_Barrier(MPI_COMM_WORLD);
