@@ -205,11 +205,16 @@ struct ThreadRegs {
   Dwarf_Word regs[17] = {};  // DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip
   Dwarf_Word fp = 0;         // blocked: a frame pointer a scan found (0: none)
   std::string syscall;       // the syscall file's line, as first read
+  // Stopped: its stack from just below sp, copied while it was stopped
+  // (the unwind reads it after the thread goes on).
+  uint64_t copy_base = 0;
+  std::vector<uint8_t> copy;
 };
 
 struct AttachedProcess {
   pid_t pid = 0;
   std::vector<ThreadRegs>* threads = nullptr;
+  const ThreadRegs* current = nullptr;  // the thread being unwound
 };
 
 bool ReadRemoteWord(pid_t pid, uint64_t addr, uint64_t* word) {
@@ -232,7 +237,35 @@ bool GetThread(Dwfl*, pid_t tid, void* dwfl_arg, void** thread_argp) {
 pid_t NextThread(Dwfl*, void*, void**) { return 0; }  // every unwind names its thread
 
 bool MemoryRead(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* dwfl_arg) {
-  return ReadRemoteWord(static_cast<AttachedProcess*>(dwfl_arg)->pid, addr, result);
+  const auto* a = static_cast<AttachedProcess*>(dwfl_arg);
+  const ThreadRegs* t = a->current;
+  if (t && addr >= t->copy_base && addr - t->copy_base + sizeof(*result) <= t->copy.size()) {
+    memcpy(result, t->copy.data() + (addr - t->copy_base), sizeof(*result));
+    return true;
+  }
+  return ReadRemoteWord(a->pid, addr, result);
+}
+
+// A stopped thread's stack, from the red zone below its sp up to
+// kStackCopyBytes or the end of its mapping, in one process_vm_readv of
+// page-sized pieces (a transfer stops at the first piece it cannot read).
+// Frames deeper than that are read live, where they have not changed
+// unless the thread returned past them meanwhile.
+constexpr uint64_t kStackCopyBytes = 512 * 1024;
+void CopyStack(pid_t pid, ThreadRegs* t) {
+  constexpr uint64_t kPage = 4096, kRedZone = 128;
+  const uint64_t from = (t->regs[7] - kRedZone) & ~uint64_t(7);
+  std::vector<struct iovec> remote;
+  for (uint64_t at = from; at < from + kStackCopyBytes;) {
+    const uint64_t next = std::min((at / kPage + 1) * kPage, from + kStackCopyBytes);
+    remote.push_back({reinterpret_cast<void*>(at), size_t(next - at)});
+    at = next;
+  }
+  t->copy.resize(kStackCopyBytes);
+  struct iovec local = {t->copy.data(), t->copy.size()};
+  const ssize_t n = process_vm_readv(pid, &local, 1, remote.data(), remote.size(), 0);
+  t->copy.resize(n > 0 ? size_t(n) : 0);
+  t->copy_base = from;
 }
 
 bool SetInitialRegisters(Dwfl_Thread* thread, void* thread_arg) {
@@ -449,6 +482,10 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       t.lock_holder_pid = lock.holder_pid;
       t.lock_file = lock.file;
     }
+    if (t.state == 'Z' || t.state == 'X') {
+      t.error = "exited (its thread is a zombie): no stack to read";  // a main thread that called pthread_exit
+      continue;
+    }
     if (look.read && !look.running && !options.stop_all) {
       regs[i].blocked = true;
       regs[i].regs[7] = look.sp;
@@ -466,45 +503,78 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
   // to sleep return EINTR.
   if (!options.stop_all && !to_stop.empty()) {
     std::vector<ThreadCpu> first_cpu(to_stop.size());
-    std::vector<bool> have_cpu(to_stop.size()), running(to_stop.size(), true);
+    std::vector<bool> have_cpu(to_stop.size()), running(to_stop.size(), true), stop(to_stop.size(), false);
     for (size_t k = 0; k < to_stop.size(); ++k) have_cpu[k] = ReadThreadCpu(pid, to_stop[k], &first_cpu[k]);
-    for (int look_no = 1; look_no < kRunningLooks; ++look_no) {
+    for (int look_no = 1; look_no < kMaxRunningLooks; ++look_no) {
       usleep(kRunningLookGapUs);
+      const bool last = look_no + 1 == kMaxRunningLooks;
       bool any = false;
       for (size_t k = 0; k < to_stop.size(); ++k) {
         if (!running[k]) continue;
         const SyscallLook look = LookAt(proc + "/task/" + std::to_string(to_stop[k]));
-        if (!look.read || look.running) {
+        if (look.read && !look.running) {
+          ThreadRegs& r = regs[to_stop_index[k]];
+          r.blocked = true;
+          r.regs[7] = look.sp;
+          r.regs[16] = look.pc;
+          r.syscall = look.line;
+          running[k] = false;
+          continue;
+        }
+        // Running: decided once it has run enough to tell where.
+        ThreadCpu now;
+        const bool known = have_cpu[k] && ReadThreadCpu(pid, to_stop[k], &now);
+        if (known && !last && !EnoughToDecide(first_cpu[k], now)) {
           any = true;
           continue;
         }
-        ThreadRegs& r = regs[to_stop_index[k]];
-        r.blocked = true;
-        r.regs[7] = look.sp;
-        r.regs[16] = look.pc;
-        r.syscall = look.line;
         running[k] = false;
+        stop[k] = known && SafeToInterrupt(first_cpu[k], now);
+        if (!stop[k]) {
+          out.threads[to_stop_index[k]].error =
+              "running in the kernel (or starved) while looked at: not stopped, since a stop could cut its system call short "
+              "(--stop-all reads it anyway)";
+        }
       }
       if (!any) break;
     }
     std::vector<int> keep;
     std::vector<size_t> keep_index;
     for (size_t k = 0; k < to_stop.size(); ++k) {
-      if (!running[k]) continue;
-      ThreadCpu now;
-      if (have_cpu[k] && ReadThreadCpu(pid, to_stop[k], &now) && SafeToInterrupt(first_cpu[k], now)) {
-        keep.push_back(to_stop[k]);
-        keep_index.push_back(to_stop_index[k]);
-      } else {
-        out.threads[to_stop_index[k]].error =
-            "running in the kernel (or not at all) while looked at: not stopped, since a stop could cut its "
-            "system call short (--stop-all reads it anyway)";
-      }
+      if (!stop[k]) continue;
+      keep.push_back(to_stop[k]);
+      keep_index.push_back(to_stop_index[k]);
     }
     to_stop.swap(keep);
     to_stop_index.swap(keep_index);
   }
+  // The process's modules, before any thread is stopped (reading them
+  // takes milliseconds, and says whether it runs CPython).
+  static char* debuginfo_path = nullptr;
+  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
+                                           &debuginfo_path};
+  Dwfl* dwfl = dwfl_begin(&callbacks);
+  AttachedProcess attached{pid, &regs};
+  const bool dwfl_ok = dwfl && dwfl_linux_proc_report(dwfl, pid) == 0 &&
+                       dwfl_report_end(dwfl, nullptr, nullptr) == 0 &&
+                       dwfl_attach_state(dwfl, nullptr, pid, &kThreadCallbacks, &attached);
+  const bool python = dwfl_ok && options.python && RunsPython(dwfl);
+
+  // Threads to stop are stopped for as long as it takes to copy their
+  // registers and stack, then let go: unwinding, naming and the rest work
+  // on the copies. In a CPython process they stay stopped until its Python
+  // frames, which live on the heap, are read.
   std::vector<bool> stopped;
+  bool detached = false;
+  auto detach_all = [&] {
+    for (size_t k = 0; k < to_stop.size() && !detached; ++k) {
+      // Detach needs a stopped tracee; one that never stopped is detached
+      // by the kernel when this process exits (and is not stopped by us
+      // meanwhile: its interrupt takes effect only when it leaves the kernel).
+      if (stopped[k] && ptrace(PTRACE_DETACH, to_stop[k], nullptr, nullptr) == 0) Forget(to_stop[k]);
+    }
+    detached = true;
+  };
   {
     std::vector<DumpedThread> stop_results(to_stop.size());
     StopThreads(to_stop, options.thread_timeout_ms, &stopped, &stop_results);
@@ -521,27 +591,24 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
         memcpy(r.regs, dwarf, sizeof(dwarf));
         r.stopped = true;
         out.threads[i].thread_pointer = u.fs_base;
+        CopyStack(pid, &r);
       }
 #endif
       if (!r.stopped) out.threads[i].error = "stopped, but its registers could not be read";
     }
   }
+  if (!python) detach_all();
 
   // Unwind with libdwfl over our own thread callbacks: stopped threads from
-  // all their registers, blocked ones from two.
-  static char* debuginfo_path = nullptr;
-  static const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr,
-                                           &debuginfo_path};
-  Dwfl* dwfl = dwfl_begin(&callbacks);
-  AttachedProcess attached{pid, &regs};
-  bool dwfl_ok = dwfl && dwfl_linux_proc_report(dwfl, pid) == 0 && dwfl_report_end(dwfl, nullptr, nullptr) == 0 &&
-                 dwfl_attach_state(dwfl, nullptr, pid, &kThreadCallbacks, &attached);
-  std::unordered_map<uint64_t, Frame> named;  // per-pc cache
+  // all their registers and their stack's copy, blocked ones from two
+  // registers and the live stack they wait on.
+  std::vector<Unwound> unwound(tids.size());
   for (size_t i = 0; i < tids.size(); ++i) {
     DumpedThread& t = out.threads[i];
     ThreadRegs& r = regs[i];
     if ((r.stopped || r.blocked) && dwfl_ok) {
-      Unwound u;
+      Unwound& u = unwound[i];
+      attached.current = &r;
       if (r.blocked) {
         for (int attempt = 0; attempt < 3; ++attempt) {
           bool scanned = false;
@@ -558,18 +625,48 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       } else {
         u = UnwindThread(dwfl, r.tid, options.max_frames);
       }
-      if (!u.pcs.empty()) {
-        t.method = r.blocked ? "blocked" : "ptrace";
-        for (uint64_t pc : u.pcs) {
-          auto [it, fresh] = named.emplace(pc, Frame());
-          if (fresh) it->second = NameFrame(dwfl, pc, options.symbols);
-          t.frames.push_back(it->second);
-        }
-      } else {
-        t.error = "unwind failed: " + u.error;
-      }
+      attached.current = nullptr;
+      if (u.pcs.empty()) t.error = "unwind failed: " + u.error;
     } else if ((r.stopped || r.blocked) && !dwfl_ok) {
       t.error = std::string("cannot read the process's modules: ") + dwfl_errmsg(-1);
+    }
+  }
+  // A CPython process: every thread's Python frames, read while its threads
+  // are still stopped or blocked, mixed into their native stacks below.
+  // CPython before 3.11 names its threads by pthread_t only: a thread read
+  // while blocked has its own from glibc's thread list.
+  PythonFrames py;
+  if (python) {
+    const auto symbols = ThreadListSymbols(dwfl);
+    glibc_threads::Walk(
+        [&](const char* name) {
+          auto it = symbols.find(name);
+          return it == symbols.end() ? uint64_t(0) : it->second;
+        },
+        [&](uint64_t addr, uint64_t* word) { return ReadRemoteWord(pid, addr, word); },
+        [&](int tid, uint64_t thread) {
+          for (DumpedThread& t : out.threads) {
+            if (t.tid == tid && !t.thread_pointer) t.thread_pointer = thread;
+          }
+          return true;
+        });
+    py = ReadPythonFrames(pid, dwfl);
+    out.python_version = py.version;
+    out.python_error = py.error;
+  }
+  detach_all();
+
+  // Naming, with every thread let go.
+  std::unordered_map<uint64_t, Frame> named;  // per-pc cache
+  for (size_t i = 0; i < tids.size(); ++i) {
+    DumpedThread& t = out.threads[i];
+    if (!unwound[i].pcs.empty()) {
+      t.method = regs[i].blocked ? "blocked" : "ptrace";
+      for (uint64_t pc : unwound[i].pcs) {
+        auto [it, fresh] = named.emplace(pc, Frame());
+        if (fresh) it->second = NameFrame(dwfl, pc, options.symbols);
+        t.frames.push_back(it->second);
+      }
     }
     if (t.frames.empty()) {
       // The kernel's view (readable by root): where a D-state thread sleeps.
@@ -591,43 +688,15 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       }
     }
   }
-  // A CPython process: every thread's Python frames, read while its threads
-  // are still stopped or blocked, mixed into their native stacks. CPython
-  // before 3.11 names its threads by pthread_t only: a thread read while
-  // blocked has its own from glibc's thread list.
-  if (dwfl_ok && options.python) {
-    const auto symbols = ThreadListSymbols(dwfl);
-    glibc_threads::Walk(
-        [&](const char* name) {
-          auto it = symbols.find(name);
-          return it == symbols.end() ? uint64_t(0) : it->second;
-        },
-        [&](uint64_t addr, uint64_t* word) { return ReadRemoteWord(pid, addr, word); },
-        [&](int tid, uint64_t thread) {
-          for (DumpedThread& t : out.threads) {
-            if (t.tid == tid && !t.thread_pointer) t.thread_pointer = thread;
-          }
-          return true;
-        });
-    PythonFrames py = ReadPythonFrames(pid, dwfl);
-    out.python_version = py.version;
-    out.python_error = py.error;
-    for (PyThreadFrames& pt : py.threads) {
-      DumpedThread* t = nullptr;
-      for (DumpedThread& x : out.threads) {
-        if ((pt.tid && uint32_t(x.tid) == pt.tid) || (!pt.tid && x.thread_pointer && x.thread_pointer == pt.thread_id)) t = &x;
-      }
-      if (!t) continue;  // a thread state without a thread (being created or torn down)
-      t->frames = MixPythonFrames(t->frames, pt.frames);
+  for (PyThreadFrames& pt : py.threads) {
+    DumpedThread* t = nullptr;
+    for (DumpedThread& x : out.threads) {
+      if ((pt.tid && uint32_t(x.tid) == pt.tid) || (!pt.tid && x.thread_pointer && x.thread_pointer == pt.thread_id)) t = &x;
     }
+    if (!t) continue;  // a thread state without a thread (being created or torn down)
+    t->frames = MixPythonFrames(t->frames, pt.frames);
   }
   if (dwfl) dwfl_end(dwfl);
-  for (size_t k = 0; k < to_stop.size(); ++k) {
-    // Detach needs a stopped tracee; one that never stopped is detached by
-    // the kernel when this process exits (and is not stopped by us meanwhile:
-    // its interrupt takes effect only when it leaves the kernel).
-    if (stopped[k] && ptrace(PTRACE_DETACH, to_stop[k], nullptr, nullptr) == 0) Forget(to_stop[k]);
-  }
   out.state_after = StateOf(proc + "/stat");
   if (out.state_before == 'T' && out.state_after != 'T') {
     kill(pid, SIGSTOP);  // it was stopped before the dump: keep it so

@@ -8,7 +8,9 @@
 // EINTR. A running thread is attached with PTRACE_SEIZE + PTRACE_INTERRUPT
 // (no signal is sent, so nothing lingers if the dump dies: the kernel
 // detaches a dead tracer's tracees and lets them run), waited for with a
-// timeout, unwound, and detached. A thread that can be read neither way is
+// timeout, its registers and stack copied, and detached (a CPython
+// process's threads once its Python frames are read): the unwind and the
+// naming work on the copy. A thread that can be read neither way is
 // described from /proc/PID/task/TID/{wchan,syscall,stack} instead. A process that was stopped (SIGSTOP, state T) stays stopped: the
 // kernel keeps its group stop across our attach and detach, and the state is
 // checked again afterwards.

@@ -286,6 +286,12 @@ bool FromDebugOffsets(const Memory& m, uint64_t runtime, uint32_t version, PyLay
 
 const char* PythonVersionsCovered() { return "3.10-3.13"; }
 
+bool RunsPython(Dwfl* dwfl) {
+  Found found;
+  dwfl_getmodules(dwfl, FindRuntime, &found, 0);
+  return found.present;
+}
+
 PythonFrames ReadPythonFrames(pid_t pid, Dwfl* dwfl) {
   PythonFrames out;
   Found found;

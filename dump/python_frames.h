@@ -41,6 +41,10 @@ struct PythonFrames {
 // threads are stopped. Finds _PyRuntime in the main program or libpython.
 PythonFrames ReadPythonFrames(pid_t pid, Dwfl* dwfl);
 
+// Whether the process runs CPython (what ReadPythonFrames looks for first),
+// from its reported modules: no thread need be stopped.
+bool RunsPython(Dwfl* dwfl);
+
 // The covered versions, for messages and docs: "3.10-3.13".
 const char* PythonVersionsCovered();
 

@@ -98,7 +98,7 @@ Classes Classify(const Job& job) {
   // peer and tag (two ranks receiving from different peers wait for
   // different ranks), the same innermost Python frame, and the same
   // evidence.
-  using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t, int32_t, int64_t, int>;
+  using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t, int32_t, int64_t, int, bool>;
   std::map<Key, size_t> class_of_key;
   Classes c;
   c.class_of.assign(size_t(job.world_size), -1);
@@ -108,8 +108,8 @@ Classes Classify(const Job& job) {
     const CallPoint& call = v.current;
     const bool p2p = IsP2p(call) || call.op == fmt::Op::kProbe;
     Key k = in ? Key{int(v.state), call.name, call.comm, call.seq, IsCollective(call) ? -1 : call.peer,
-                     p2p ? call.tag : 0, v.python_frame, int(v.basis)}
-               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.python_frame, 0};
+                     p2p ? call.tag : 0, v.python_frame, int(v.basis), v.main_stack_unread}
+               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.python_frame, 0, v.main_stack_unread};
     auto [it, inserted] = class_of_key.emplace(k, c.groups.size());
     if (inserted) {
       Group g;
@@ -117,6 +117,7 @@ Classes Classify(const Job& job) {
       g.basis = v.basis;
       g.call = in ? v.current : v.previous;
       g.python_frame = v.python_frame;
+      g.main_stack_unread = v.main_stack_unread;
       c.groups.push_back(g);
       idle_votes.emplace_back();
     }

@@ -33,6 +33,9 @@ struct Group {
   // longest; 0 unknown), and where they compute or sleep (Job::frames, -1).
   double outside_s = 0;
   int64_t idle_frame = -1;
+  // Its ranks' main threads' native stacks were not read (RankView): where
+  // they are is unknown, though other threads' stacks were read.
+  bool main_stack_unread = false;
 };
 
 struct Culprit {

@@ -127,7 +127,7 @@ std::vector<Frame> MixPythonFrames(const std::vector<Frame>& native, const std::
       while (at > 0 && IsThreadStart(out[at - 1])) --at;
       if (at == out.size() && !out.empty()) {
         Frame gap;
-        gap.func = "[native frames not read]";
+        gap.func = Frame::kNativeNotRead;
         rest.insert(rest.begin(), gap);
       }
     }

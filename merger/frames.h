@@ -28,6 +28,10 @@ struct Frame {
   // "[kernel] futex_wait".
   std::string Text() const;
   const char* LangName() const;
+  // A frame of the program's own code read from its stack: native and not
+  // the placeholder MixPythonFrames puts where native frames were not read.
+  bool IsNativeRead() const { return lang == Lang::kNative && func != kNativeNotRead; }
+  static constexpr const char* kNativeNotRead = "[native frames not read]";
   bool operator==(const Frame& o) const {
     return lang == o.lang && func == o.func && file == o.file && line == o.line && module == o.module &&
            offset == o.offset;

@@ -197,6 +197,11 @@ struct RankView {
   // Outside any call: the innermost frame of its main thread, where it
   // computes or sleeps ("clock_nanosleep"), -1 unknown (Job::frames).
   int64_t idle_frame = -1;
+  // Its main thread's native stack was not read (the capture left a thread
+  // running in the kernel alone, or could not reach it; its kernel and
+  // Python frames may be known): where the rank is stays unknown, and its
+  // other threads' stacks do not stand in for it.
+  bool main_stack_unread = false;
   std::string dump_state;   // /proc state when `hangtrace dump` read it ("" not dumped)
   // Untraced: known only from a dump (its rank from its environment, its
   // call from its stacks). No communicator, sequence number or history.

@@ -80,7 +80,8 @@ RankState Decide(RankView& v, bool stale) {
     return stale ? RankState::kStopped : RankState::kInCall;
   }
   // 3. Its liveness.
-  v.basis = v.stacks.empty() || v.ending != Ending::kRunning ? Basis::kLiveness : Basis::kStacks;
+  // Stacks stand for where it is only when its main thread's was read.
+  v.basis = v.stacks.empty() || v.main_stack_unread || v.ending != Ending::kRunning ? Basis::kLiveness : Basis::kStacks;
   if (v.ending == Ending::kExited) return RankState::kExited;
   if (v.dead) {
     // Gone, but it beat until the others' last beat: torn down with the

@@ -177,7 +177,9 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
              l.ranks.Count());
     std::string what = GroupWhat(job, g);
     if (d.basis == "stacks" && g.state == RankState::kCompute) {
-      what = g.basis == Basis::kStacks ? "in no communication call" : "not in a traced call; no stacks";
+      what = g.basis == Basis::kStacks ? "in no communication call"
+             : g.main_stack_unread     ? "not in a traced call; its main thread's stack not read"
+                                       : "not in a traced call; no stacks";
       if (g.idle_frame >= 0 && g.basis == Basis::kStacks) what += ", in " + Shortened(job.frames[size_t(g.idle_frame)].Text());
     } else if (d.basis == "stacks" && g.state == RankState::kInCall) {
       what = "in " + job.names[g.call.name];

@@ -216,7 +216,13 @@ void FinishStacks(Job* job) {
       if (t.tid == uint32_t(v.pid)) break;
     }
     v.idle_frame = -1;
-    for (size_t i = 0; main_thread && i < main_thread->frames.size() && v.idle_frame < 0; ++i) {
+    // Kernel frames (/proc/TID/stack) and Python frames do not say whether
+    // it is inside a communication call (mpi4py's Allreduce runs below the
+    // Python line that calls it): only native frames read from its stack do.
+    v.main_stack_unread = !v.stacks.empty() && (!main_thread || main_thread->tid != uint32_t(v.pid) ||
+                                                 std::none_of(main_thread->frames.begin(), main_thread->frames.end(),
+                                                              [&](uint32_t id) { return job->frames[id].IsNativeRead(); }));
+    for (size_t i = 0; main_thread && !v.main_stack_unread && i < main_thread->frames.size() && v.idle_frame < 0; ++i) {
       if (!job->frames[main_thread->frames[i]].func.empty()) v.idle_frame = main_thread->frames[i];
     }
     // Where in the program the rank waits: the innermost Python frame of

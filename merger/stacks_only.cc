@@ -39,8 +39,8 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     d.compared = true;
     d.progressing = FindProgress(job, *earlier);
   }
-  // Groups: by state, call and innermost Python frame.
-  std::map<std::tuple<int, uint16_t, int64_t>, size_t> index;
+  // Groups: by state, call, innermost Python frame and evidence.
+  std::map<std::tuple<int, uint16_t, int64_t, int, bool>, size_t> index;
   std::vector<std::map<int64_t, size_t>> idle_votes;
   for (const RankView& v : job.ranks) {
     if (v.state == RankState::kMissing) {
@@ -49,7 +49,8 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     }
     (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
     const bool in = v.state == RankState::kInCall;
-    const auto key = std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.python_frame);
+    const auto key =
+        std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.python_frame, int(v.basis), v.main_stack_unread);
     auto [it, fresh] = index.emplace(key, d.groups.size());
     if (fresh) {
       Group g;
@@ -57,6 +58,7 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       g.basis = v.basis;
       g.call = in ? v.current : v.previous;
       g.python_frame = v.python_frame;
+      g.main_stack_unread = v.main_stack_unread;
       d.groups.push_back(g);
       idle_votes.emplace_back();
     }
@@ -163,7 +165,11 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     switch (g.state) {
       case RankState::kInCall: parts.push_back(who + " in " + job.names[g.call.name] + where(g)); break;
       case RankState::kCompute:
-        parts.push_back(who + " " + (g.basis == Basis::kStacks ? Idle(job, g) : "without stacks") + where(g));
+        parts.push_back(who + " " +
+                        (g.basis == Basis::kStacks  ? Idle(job, g)
+                         : g.main_stack_unread      ? "unknown (its main thread's native stack was not read)"
+                                                    : "without stacks") +
+                        where(g));
         break;
       case RankState::kStopped: parts.push_back(who + " stopped"); break;
       case RankState::kGone: parts.push_back(who + " gone"); break;

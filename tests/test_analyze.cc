@@ -621,6 +621,60 @@ TEST(Analyze, StacksOnlyAllInOneCallIsBelowMpiAndAllComputingIsNoHang) {
   EXPECT_NE(d.culprits[0].why.find("stopped"), std::string::npos);
 }
 
+TEST(Analyze, ARankWhoseMainThreadWasReadOnlyInTheKernelIsNotCalledOutsideAnyCall) {
+  // The dump left rank 2's main thread running (in the kernel, or starved):
+  // /proc/TID/stack gave its kernel frames and its memory its Python line,
+  // but no native frame says whether it is inside MPI (mpi4py's Allreduce
+  // runs below that line). Its helper thread's stack is whole. It was
+  // called "in no communication call (in [kernel] __do_sys_sched_yield)"
+  // and the culprit, while it waited in MPI_Allreduce like the others.
+  TempDir dir;
+  WriteNodeDump(dir.path() + "/n1",
+                {{0, {"__sched_yield", "PMPI_Allreduce", "main"}}, {1, {"__sched_yield", "PMPI_Allreduce", "main"}}},
+                3);
+  NodeDump node;
+  std::string error;
+  ASSERT_TRUE(ReadNodeDump(dir.path() + "/n1", &node, &error)) << error;
+  NodeProcess p = node.processes[0];
+  p.pid = 2000;
+  p.rank = 2;
+  p.threads.clear();
+  NodeThread main_thread;
+  main_thread.tid = 2000;
+  main_thread.method = "proc";
+  main_thread.error = "running in the kernel (or starved) while looked at: not stopped";
+  Frame kernel, gap, line;
+  kernel.lang = Frame::Lang::kKernel;
+  kernel.func = "__do_sys_sched_yield+0xa/0x20";
+  gap.func = Frame::kNativeNotRead;
+  line.lang = Frame::Lang::kPython;
+  line.func = "train_step";
+  line.file = "/home/user/train.py";
+  line.line = 70;
+  main_thread.frames = {kernel, gap, line};
+  NodeThread helper;
+  helper.tid = 2001;
+  helper.method = "blocked";
+  Frame poll, progress;
+  poll.func = "poll";
+  progress.func = "progress_engine";
+  progress.module = poll.module = "/usr/lib/libopen-pal.so.40";
+  helper.frames = {poll, progress};
+  p.threads = {main_thread, helper};
+  node.processes.push_back(p);
+  std::ofstream(dir.path() + "/n1/node.json") << NodeToJson(node).dump();
+
+  Job job = LoadJob({dir.path()});
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(d.summary.find("in no communication call"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("rank 2 unknown (its main thread's native stack was not read) at train_step (train.py:70)"),
+            std::string::npos)
+      << d.summary;
+  for (const Culprit& c : d.culprits) EXPECT_NE(c.rank, 2) << d.summary;
+  const std::string text = TextReport(job, d);
+  EXPECT_NE(text.find("train.py:70"), std::string::npos) << "its Python line is still said:\n" << text;
+}
+
 TEST(Analyze, TracedAndUntracedRanksOfOneDumpAreBothUsed) {
   TempDir dir;
   SimulateAndLoad(dir, "stop@rank=1", 2, 1, 2);

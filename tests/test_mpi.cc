@@ -655,15 +655,24 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
 // not: its lines (one per blocked call and rank), sorted, since mpirun
 // forwards the ranks' output in any order.
 // With `dump_into`, the job runs untraced and `hangtrace dump -p <mpirun>`
-// reads it 3 s in, while every blocking call waits.
+// reads it once both ranks say (by a file) their threads are at their calls.
 std::vector<std::string> RunBlockedCalls(const std::string& mode, const TempDir* traced,
                                          const TempDir* dump_into = nullptr) {
   std::vector<std::string> argv = {"mpirun", "-np", "2", "--oversubscribe"};
   if (traced) argv.insert(argv.end(), {HT_CLI, "run", "--dir", traced->path(), "--job", "job", "--timeout", "2", "--"});
   argv.insert(argv.end(), {HT_BLOCKED_CALLS, mode});
-  testing::Started job(argv, testing::kMpiAsRoot);
+  TempDir ready;
+  auto env = testing::kMpiAsRoot;
+  env.emplace_back("BLOCKED_CALLS_READY_DIR", ready.path());
+  testing::Started job(argv, env);
   if (dump_into) {
-    usleep(3000 * 1000);
+    auto both_ready = [&] {
+      return access((ready.path() + "/ready.0").c_str(), F_OK) == 0 &&
+             access((ready.path() + "/ready.1").c_str(), F_OK) == 0;
+    };
+    for (int i = 0; i < 1200 && !both_ready(); ++i) usleep(100 * 1000);
+    EXPECT_TRUE(both_ready()) << "the ranks never said their threads were at their calls";
+    usleep(200 * 1000);  // from "about to enter" to in it
     ProgramResult d = RunProgram({HT_CLI, "dump", "-p", std::to_string(job.pid()), "-o", dump_into->path()}, {}, 60);
     EXPECT_EQ(d.exit_code, 0) << d.err;
   }
@@ -730,14 +739,17 @@ TEST(Mpi, ThreadsBlockedInTimedCallsReturnAsUntracedWhileStacksAreCaptured) {
   ASSERT_EQ(folders.size(), 1u);
   ASSERT_TRUE(ReadNodeDump(folders[0], &node, &error)) << error;
   int read_where_blocked = 0;
+  std::string threads;  // what each thread was, said when the count is wrong
   for (const NodeProcess& p : node.processes) {
     for (const NodeThread& t : p.threads) {
       bool blocked_in = false;
       for (const Frame& f : t.frames) blocked_in |= f.func == "blocked_in";
       read_where_blocked += blocked_in && t.method == "blocked";
+      threads += "\n  pid " + std::to_string(p.pid) + " tid " + std::to_string(t.tid) + " state " + t.state + " " +
+                 t.syscall + ": " + t.method + (blocked_in ? ", in blocked_in" : "") + " " + t.error;
     }
   }
-  EXPECT_EQ(read_where_blocked, 22) << "11 blocked threads in each of 2 ranks";
+  EXPECT_EQ(read_where_blocked, 22) << "11 blocked threads in each of 2 ranks:" << threads;
 }
 
 TEST(Mpi, TwoRunsUnderOneJobIdAreAnalyzedApartNewestFirst) {
@@ -987,6 +999,7 @@ TEST(Mpi, AJobNobodyTracedIsDumpedByItsLauncherAndDiagnosedFromStacks) {
   TempDir out;
   pid_t launcher = fork();
   if (launcher == 0) {
+    testing::StartOwnSession();  // as a job of its own: its fair share of the CPUs
     for (const auto& [k, v] : testing::kMpiAsRoot) setenv(k.c_str(), v.c_str(), 1);
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
@@ -1315,7 +1328,7 @@ TEST_P(MpiBugs, TheReportMatchesWhatReallyHappened) {
   TempDir dir;
   pid_t job = fork();
   if (job == 0) {
-    setpgid(0, 0);
+    testing::StartOwnSession();
     for (const auto& [k, v] : testing::kMpiAsRoot) setenv(k.c_str(), v.c_str(), 1);
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
@@ -1325,7 +1338,6 @@ TEST_P(MpiBugs, TheReportMatchesWhatReallyHappened) {
            "--job", "bug", "--timeout", "0", prog.c_str(), (char*)nullptr);
     _exit(127);
   }
-  setpgid(job, job);
   // Until it ends, or every rank has its file and has had time to get stuck.
   bool ended = false;
   int status = 0;

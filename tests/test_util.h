@@ -67,6 +67,10 @@ inline const std::vector<std::pair<std::string, std::string>> kMpiAsRoot = {
 // Records of `kind` in a file, of call `call` ("" for any call).
 size_t CountKind(const TraceSnapshot& s, fmt::EventKind kind, const std::string& call = "");
 
+// Makes the calling (forked) process a session of its own, as a job
+// started from a shell is: test_util.cc says why.
+void StartOwnSession();
+
 std::string ReadFileText(const std::string& path);
 std::vector<std::string> ListTraceFiles(const std::string& dir);
 

@@ -837,12 +837,32 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     have_cpu[i] = ReadThreadCpu(0, tids[i], &first_cpu[i]);
     f->stacks[i].pthread_id = handles.Of(tids[i]);  // CPython's name for it, whatever is read
   }
+  // A running thread is decided as soon as it has run enough to tell where
+  // (EnoughToDecide: a yielding MPI rank in about 0.1 s), a starved one at
+  // the last look; and signalled at once, while it is where it was seen.
+  auto signal_now = [&](int i) {
+    fmt::StackSlot* s = &f->stacks[i];
+    if (!may_signal) {
+      s->flags |= fmt::kStackNotSignalled;
+      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
+      return;
+    }
+    // A thread that blocks the signal would keep it pending, and run our
+    // handler whenever it unblocks: not asked (dump reads it from outside).
+    if (BlocksSignal(tids[i], StackSignal())) {
+      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kBlocked), __ATOMIC_RELEASE);
+      return;
+    }
+    sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
+    if (!sent[i]) __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
+  };
   int undecided = ntids;
-  for (int look = 0; look < kRunningLooks && undecided > 0; ++look) {
+  for (int look = 0; look < kMaxRunningLooks && undecided > 0; ++look) {
     if (look > 0) {
       struct timespec gap = {0, long(kRunningLookGapUs) * 1000};
       nanosleep(&gap, nullptr);
     }
+    const bool last = look + 1 == kMaxRunningLooks;
     for (int i = 0; i < ntids; ++i) {
       if (decided[i]) continue;
       fmt::StackSlot* s = &f->stacks[i];
@@ -857,31 +877,21 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
         }
         captured += s->nframes > 0;
       } else if (WayFor(state) == Way::kSignal) {
-        continue;  // running: looked at again
+        ThreadCpu now;
+        const bool known = have_cpu[i] && ReadThreadCpu(0, tids[i], &now);
+        if (known && !last && !EnoughToDecide(first_cpu[i], now)) continue;  // looked at again
+        if (known && SafeToInterrupt(first_cpu[i], now)) {
+          signal_now(i);
+        } else {
+          s->flags |= fmt::kStackNotSignalled;
+          __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
+        }
       } else {
         __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);  // gone, unreadable
       }
       decided[i] = true;
       --undecided;
     }
-  }
-  for (int i = 0; i < ntids; ++i) {
-    if (decided[i]) continue;
-    fmt::StackSlot* s = &f->stacks[i];
-    ThreadCpu now;
-    if (!may_signal || !have_cpu[i] || !ReadThreadCpu(0, tids[i], &now) || !SafeToInterrupt(first_cpu[i], now)) {
-      s->flags |= fmt::kStackNotSignalled;
-      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
-      continue;
-    }
-    // A thread that blocks the signal would keep it pending, and run our
-    // handler whenever it unblocks: not asked (dump reads it from outside).
-    if (BlocksSignal(tids[i], StackSignal())) {
-      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kBlocked), __ATOMIC_RELEASE);
-      continue;
-    }
-    sent[i] = syscall(SYS_tgkill, pid, tids[i], StackSignal()) == 0;
-    if (!sent[i]) __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
   }
   const int read_blocked = captured;
   const int64_t deadline = MonoNs() + int64_t(timeout_ms) * 1000000;

@@ -16,6 +16,8 @@
  * timeout in a loop (forever entering and leaving a call); each prints how
  * many of its calls came back short or with EINTR (0 untraced).
  *
+ * Each rank creates $BLOCKED_CALLS_READY_DIR/ready.RANK, where that is
+ * set, once its threads are at their calls.
  * Each blocking thread waits 8 s (or, for pause, until the main thread
  * signals it at 9.5 s) and prints one line: the call, its return value, its
  * errno and its time in whole seconds (rounded down). Linux never restarts nanosleep,
@@ -184,9 +186,12 @@ static void* short_poller(void* arg) {
   return NULL;
 }
 
+static int about_to_block = 0;
+
 static void* blocker(void* arg) {
   const int i = (int)(long)arg;
   const double t0 = now_s();
+  __atomic_add_fetch(&about_to_block, 1, __ATOMIC_RELEASE);
   errno = 0;
   const char* name = "?";
   const long rc = blocked_in(i, &name);
@@ -228,6 +233,15 @@ int main(int argc, char** argv) {
   pthread_create(&poller, NULL, short_poller, NULL);
   pause_thread = threads[kThreads - 1];
   const double t0 = now_s();
+  /* Said once every thread is about to enter its call, by a file (mpirun
+   * may forward output late): a dump from outside waits for it (on a
+   * loaded machine MPI_Init alone may take seconds). */
+  while (__atomic_load_n(&about_to_block, __ATOMIC_ACQUIRE) < kThreads) usleep(1000);
+  if (getenv("BLOCKED_CALLS_READY_DIR")) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/ready.%d", getenv("BLOCKED_CALLS_READY_DIR"), rank);
+    close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  }
   if (!strcmp(mode, "in-mpi")) {
     if (rank == 1) {
       struct timespec ts = {kWaitS + 1, 0};
