@@ -759,7 +759,9 @@ TEST(Mpi, TwoRunsUnderOneJobIdAreAnalyzedApartNewestFirst) {
   TempDir dir;
   ProgramResult first = RunMpi(dir, 4, "hang", "1");  // rank 1 skips a bcast; SIGALRM ends it
   EXPECT_NE(first.exit_code, 0);
-  ProgramResult second = RunMpi(dir, 4, "stuck", "120", /*limit_s=*/6);  // rank 1 skips an allreduce; killed
+  // Rank 1 skips an allreduce; killed (12 s: on a loaded machine its start
+  // alone took 6).
+  ProgramResult second = RunMpi(dir, 4, "stuck", "120", /*limit_s=*/12);
   ProgramResult r = RunProgram({HT_CLI, "analyze", dir.path() + "/job"}, {}, 60);
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_NE(r.err.find("these paths hold the files of 2 runs of one job id"), std::string::npos) << r.err;

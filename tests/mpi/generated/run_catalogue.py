@@ -110,6 +110,16 @@ def judge(t, report):
     return wrong
 
 
+def in_init(hangtrace, folder):
+    """Whether a rank of the job in `folder` is still in MPI_Init."""
+    out = subprocess.run([hangtrace, "analyze", folder, "--format", "json"], capture_output=True, text=True)
+    try:
+        groups = json.loads(out.stdout).get("groups", [])
+    except ValueError:
+        return True
+    return any(g.get("api") in ("MPI_Init", "MPI_Init_thread") and g.get("state") != "exited" for g in groups)
+
+
 def run_one(t, command, hangtrace, settle):
     """Run one program traced; return (its analysis as JSON, the text report,
     how a compact dump's diagnosis differs from the whole files', "" if not)."""
@@ -119,11 +129,15 @@ def run_one(t, command, hangtrace, settle):
                             "--job", "cat", "--timeout", "0"] + command,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
-        # Until it ends, or every rank has its file and has had time to get stuck.
+        # Until it ends, or every rank has its file, is past MPI_Init (on a
+        # loaded machine MPI_Init alone may outlast the settling time, and
+        # ranks all in it read as a hang below MPI) and has had time to get
+        # stuck.
         deadline, stuck_at = time.time() + 30, None
         while job.poll() is None and time.time() < deadline:
             time.sleep(0.05)
-            if stuck_at is None and len(glob.glob(folder + "/cat/*.htrace")) >= t["np"]:
+            if stuck_at is None and len(glob.glob(folder + "/cat/*.htrace")) >= t["np"] and \
+                    not in_init(hangtrace, folder + "/cat"):
                 stuck_at = time.time() + settle
             if stuck_at is not None and time.time() >= stuck_at:
                 break
