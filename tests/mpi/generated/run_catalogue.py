@@ -111,13 +111,17 @@ def judge(t, report):
 
 
 def in_init(hangtrace, folder):
-    """Whether a rank of the job in `folder` is still in MPI_Init."""
+    """Whether a rank of the job in `folder` has made no call yet (a
+    launcher's rank has its file from its start; Python imports mpi4py
+    first) or is still in MPI_Init."""
     out = subprocess.run([hangtrace, "analyze", folder, "--format", "json"], capture_output=True, text=True)
     try:
         groups = json.loads(out.stdout).get("groups", [])
     except ValueError:
         return True
-    return any(g.get("api") in ("MPI_Init", "MPI_Init_thread") and g.get("state") != "exited" for g in groups)
+    return not groups or any(g.get("api", "") == "" or
+                             (g.get("api") in ("MPI_Init", "MPI_Init_thread") and g.get("state") != "exited")
+                             for g in groups)
 
 
 def run_one(t, command, hangtrace, settle):
@@ -130,9 +134,9 @@ def run_one(t, command, hangtrace, settle):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         # Until it ends, or every rank has its file, is past MPI_Init (on a
-        # loaded machine MPI_Init alone may outlast the settling time, and
-        # ranks all in it read as a hang below MPI) and has had time to get
-        # stuck.
+        # loaded machine the start alone may outlast the settling time, and
+        # ranks all in MPI_Init read as a hang below MPI) and has had time
+        # to get stuck.
         deadline, stuck_at = time.time() + 30, None
         while job.poll() is None and time.time() < deadline:
             time.sleep(0.05)
