@@ -52,6 +52,11 @@
 #   auto-mpi4py           the same for tests/python/seed_hang.py (mpi4py)
 #   auto-torch            the same for torch_hang.py skip (gloo): the report
 #                         names rank 2 in dist.broadcast, from the trace
+#   torchrun-skip         torch_hang.py skip under torchrun (4 workers),
+#                         untraced, dumped by torchrun's pid: its workers found
+#   auto-torchrun         the same traced (torchrun ... --no_python hangtrace
+#                         run python3 ...), the automatic report on: the log's
+#                         report names rank 2 in dist.broadcast
 #   auto-slow             rank 1 sleeps 3 s past a 2 s timeout, then all
 #                         finish: no hang report in the log, and the round's
 #                         report (in the folder) says the job moved
@@ -226,6 +231,21 @@ torch_job() {  # untraced torch_hang.py SCENARIO on 4 ranks, in place
   wait_for 600 says hung || fail "the job never got in place"
   sleep 1.5  # every rank into its call
 }
+# torch_hang.py skip on 4 workers of torchrun, each started as
+# `--no_python ${wrap[@]} python3 ...` (wrap: nothing, or hangtrace run), the
+# environment before torchrun; in place. Debian's torchrun (torch 1.13)
+# starts no worker without --redirects and --tee ("'NoneType' object has no
+# attribute 'get'" in its redirects).
+torchrun_job() {
+  need python3 python3-torch
+  command -v torchrun > /dev/null || skip "torchrun is not installed"
+  /usr/bin/python3 -c "import torch.distributed" 2> /dev/null || skip "python3-torch is not installed"
+  local port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  start "${env_before[@]}" torchrun --redirects 1 --tee 1 --nproc_per_node 4 --master_port "$port" --no_python \
+    "${wrap[@]}" /usr/bin/python3 "$src/tests/python/torch_hang.py" skip
+  wait_for 600 says hung || fail "the job never got in place"
+}
 
 case "$scenario" in
   mpi-term-launcher | mpi-kill-launcher | mpi-kill-all)
@@ -371,6 +391,24 @@ case "$scenario" in
     start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" skip
     wait_for 600 says hung || fail "the job never got in place"
     since=$(date +%s.%N)  # in place: rank 2 in its broadcast, the others a moment later
+    auto_report_within 13
+    grep -q 'culprit rank 2 ' job.out || fail "the report in the log does not name rank 2"
+    check verdict=mismatch culprits=2 op:0-1,3=allreduce op:2=bcast why:2="torch_hang.py:"
+    ;;
+  torchrun-skip)
+    env_before=(env) wrap=()
+    torchrun_job
+    sleep 1.5  # every rank into its call
+    dump_launcher "$work/dump" torchrun
+    grep -q "4 rank process(es) found, 4 untraced" dump.err || fail "the dump did not find torchrun's 4 workers: $(cat dump.err)"
+    analyze "$work/dump"
+    check verdict=hang exit=3 op:0-1,3=allreduce op:2=bcast summary="torch_hang.py:"
+    ;;
+  auto-torchrun)
+    env_before=("${auto[@]}")
+    read -r -a wrap <<< "$(traced)"
+    torchrun_job
+    since=$(date +%s.%N)
     auto_report_within 13
     grep -q 'culprit rank 2 ' job.out || fail "the report in the log does not name rank 2"
     check verdict=mismatch culprits=2 op:0-1,3=allreduce op:2=bcast why:2="torch_hang.py:"
