@@ -22,7 +22,18 @@ ht=$src/build/bin/hangtrace
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d /tmp/hangtrace-bench-blocked-XXXXXX)
 job=0
-trap '[ "$job" -gt 0 ] && kill -9 -- -"$job" 2>/dev/null; rm -rf "$work"' EXIT
+# Every process of a case carries the marker: ranks that sit in process
+# groups of their own (torch's, blocked in gloo, outlive their mpirun) are
+# killed by it.
+export HANGTRACE_BENCH_RUN=$work
+kill_marked() {
+  local p
+  for p in /proc/[0-9]*; do
+    grep -qs "HANGTRACE_BENCH_RUN=$work" "$p/environ" && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
+trap '[ "$job" -gt 0 ] && kill -9 -- -"$job" 2>/dev/null; kill_marked; rm -rf "$work"' EXIT
 cd "$work"
 
 run_case() {  # NAME SETTLE_S CMD...: start the job, wait, dump both ways, compare
@@ -37,6 +48,7 @@ run_case() {  # NAME SETTLE_S CMD...: start the job, wait, dump both ways, compa
   "$ht" dump -p "$job" -o b --quiet --stop-all > /dev/null 2>&1
   kill -9 -- -"$job" 2>/dev/null
   wait "$job" 2>/dev/null
+  kill_marked
   job=0
   python3 "$src/bench/compare_blocked_stacks.py" "$name" a b
 }

@@ -155,6 +155,18 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   }
 }
 
+// The background thread's sleep, in a function of its own: a stack read
+// from the two registers /proc gives (tracer/frame_scan.h) continues past a
+// frame-pointer frame only through a direct call to it, and BackgroundMain
+// is called through a register (start_thread); this call is direct, so the
+// thread reads whole, down to clone3.
+__attribute__((noinline)) void SleepUnlessSignalled(int64_t ns) {
+  struct timespec ts = {time_t(ns / 1000000000), long(ns % 1000000000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  asm volatile("" ::: "memory");  // not a tail call: the frame stays
+}
+
 void* BackgroundMain(void*) {
   prctl(PR_SET_NAME, "hangtrace", 0, 0, 0);
   int64_t last_heartbeat = 0;
@@ -165,9 +177,7 @@ void* BackgroundMain(void*) {
     // The first wake-up is early, to calibrate the clock for short programs.
     int64_t sleep_ns = first ? 20 * 1000000 : kTickNs;
     first = false;
-    struct timespec ts = {time_t(sleep_ns / 1000000000), long(sleep_ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    SleepUnlessSignalled(sleep_ns);
     TraceFile* f = __atomic_load_n(&g_trace, __ATOMIC_ACQUIRE);
     if (!f) return nullptr;  // fork child without a file: nothing to do
     fmt::ProcessInfo* p = f->process;
