@@ -427,6 +427,15 @@ SyscallLook LookAt(const std::string& task) {
   return l;
 }
 
+// A thread the look saw blocked: read where it waits, from the look's two
+// registers.
+void ReadWhereBlocked(const SyscallLook& look, ThreadRegs* r) {
+  r->blocked = true;
+  r->regs[7] = look.sp;
+  r->regs[16] = look.pc;
+  r->syscall = look.line;
+}
+
 }  // namespace
 
 void DetachAllTraced() {
@@ -487,10 +496,7 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
       continue;
     }
     if (look.read && !look.running && !options.stop_all) {
-      regs[i].blocked = true;
-      regs[i].regs[7] = look.sp;
-      regs[i].regs[16] = look.pc;
-      regs[i].syscall = look.line;
+      ReadWhereBlocked(look, &regs[i]);
     } else {
       to_stop.push_back(tids[i]);
       to_stop_index.push_back(i);
@@ -513,23 +519,20 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
         if (!running[k]) continue;
         const SyscallLook look = LookAt(proc + "/task/" + std::to_string(to_stop[k]));
         if (look.read && !look.running) {
-          ThreadRegs& r = regs[to_stop_index[k]];
-          r.blocked = true;
-          r.regs[7] = look.sp;
-          r.regs[16] = look.pc;
-          r.syscall = look.line;
+          ReadWhereBlocked(look, &regs[to_stop_index[k]]);
           running[k] = false;
           continue;
         }
         // Running: decided once it has run enough to tell where.
         ThreadCpu now;
         const bool known = have_cpu[k] && ReadThreadCpu(pid, to_stop[k], &now);
-        if (known && !last && !EnoughToDecide(first_cpu[k], now)) {
+        const RunningVerdict verdict = JudgeRunning(known, last, first_cpu[k], now);
+        if (verdict == RunningVerdict::kLookAgain) {
           any = true;
           continue;
         }
         running[k] = false;
-        stop[k] = known && SafeToInterrupt(first_cpu[k], now);
+        stop[k] = verdict == RunningVerdict::kInterrupt;
         if (!stop[k]) {
           out.threads[to_stop_index[k]].error =
               "running in the kernel (or starved) while looked at: not stopped, since a stop could cut its system call short "
@@ -567,7 +570,8 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
   std::vector<bool> stopped;
   bool detached = false;
   auto detach_all = [&] {
-    for (size_t k = 0; k < to_stop.size() && !detached; ++k) {
+    if (detached) return;
+    for (size_t k = 0; k < to_stop.size(); ++k) {
       // Detach needs a stopped tracee; one that never stopped is detached
       // by the kernel when this process exits (and is not stopped by us
       // meanwhile: its interrupt takes effect only when it leaves the kernel).
@@ -617,9 +621,7 @@ ProcessStacks CaptureProcessStacks(pid_t pid, const StackOptions& options) {
           const SyscallLook after = LookAt(proc + "/task/" + std::to_string(t.tid));
           t.moved = after.line != r.syscall;
           if (!t.moved || !after.read || after.running) break;
-          r.syscall = after.line;  // blocked in another call now: read it there
-          r.regs[7] = after.sp;
-          r.regs[16] = after.pc;
+          ReadWhereBlocked(after, &r);  // blocked in another call now: read it there
           r.fp = 0;
         }
       } else {

@@ -60,9 +60,8 @@ bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out);
 // the kernel too (sched_yield beside oversubscribed ranks: 80 to 90%
 // measured, 89% beside busy processes), but also in user mode, where its
 // stack is what a hang report needs: up to 19 kernel ticks for one in user
-// mode pass. Counting how often it
-// ran (schedstat's slices) does not tell: a long read is cut into short
-// slices by every thread that wakes beside it. What remains is a thread
+// mode pass. Counting how often it ran (schedstat's slices) does not tell:
+// a long read is cut into short slices by every thread that wakes beside it. What remains is a thread
 // that mixes user-mode work with long kernel calls: the interruption may
 // land in one (docs/DUMP.md says so). The one place this is decided
 // (tracer/stacks.cc inside the process, dump/native_stacks.cc from outside).
@@ -79,6 +78,13 @@ inline constexpr int kMaxRunningLooks = 200;
 inline constexpr int kRunningLookGapUs = 5000;
 inline bool EnoughToDecide(const ThreadCpu& first, const ThreadCpu& last) {
   return SafeToInterrupt(first, last) || last.kernel - first.kernel >= kTicksToCallItKernelBound;
+}
+// The verdict on a thread running at this look, `now` its CPU time (when
+// `known`: read at both ends), `last` whether this is the last look.
+enum class RunningVerdict { kLookAgain, kInterrupt, kLeave };
+inline RunningVerdict JudgeRunning(bool known, bool last, const ThreadCpu& first, const ThreadCpu& now) {
+  if (known && !last && !EnoughToDecide(first, now)) return RunningVerdict::kLookAgain;
+  return known && SafeToInterrupt(first, now) ? RunningVerdict::kInterrupt : RunningVerdict::kLeave;
 }
 
 // /proc/sys/kernel/random/boot_id as 16 bytes (zeros when unreadable).

@@ -840,13 +840,13 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   // A running thread is decided as soon as it has run enough to tell where
   // (EnoughToDecide: a yielding MPI rank in about 0.1 s), a starved one at
   // the last look; and signalled at once, while it is where it was seen.
+  auto leave_unread = [&](int i) {
+    f->stacks[i].flags |= fmt::kStackNotSignalled;
+    __atomic_store_n(&f->stacks[i].status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
+  };
   auto signal_now = [&](int i) {
     fmt::StackSlot* s = &f->stacks[i];
-    if (!may_signal) {
-      s->flags |= fmt::kStackNotSignalled;
-      __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
-      return;
-    }
+    if (!may_signal) return leave_unread(i);
     // A thread that blocks the signal would keep it pending, and run our
     // handler whenever it unblocks: not asked (dump reads it from outside).
     if (BlocksSignal(tids[i], StackSignal())) {
@@ -879,13 +879,10 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
       } else if (WayFor(state) == Way::kSignal) {
         ThreadCpu now;
         const bool known = have_cpu[i] && ReadThreadCpu(0, tids[i], &now);
-        if (known && !last && !EnoughToDecide(first_cpu[i], now)) continue;  // looked at again
-        if (known && SafeToInterrupt(first_cpu[i], now)) {
-          signal_now(i);
-        } else {
-          s->flags |= fmt::kStackNotSignalled;
-          __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);
-        }
+        const RunningVerdict verdict = JudgeRunning(known, last, first_cpu[i], now);
+        if (verdict == RunningVerdict::kLookAgain) continue;
+        if (verdict == RunningVerdict::kInterrupt) signal_now(i);
+        else leave_unread(i);
       } else {
         __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kUnread), __ATOMIC_RELEASE);  // gone, unreadable
       }
