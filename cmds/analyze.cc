@@ -64,6 +64,11 @@ int AnalyzeCommand(int argc, char** argv) {
   app.add_option("--run", run,
                  "only this run of the job (files of several runs under one job id, as concurrent srun steps "
                  "or a rerun leave, are otherwise analyzed run by run, newest first)");
+  std::vector<std::string> user_paths;
+  app.add_option("--user-path", user_paths,
+                 "a folder of your program's own code (repeat it; HANGTRACE_USER_PATHS too): a rank's place is "
+                 "the innermost frame of your code, and by default frames under site-packages, dist-packages "
+                 "or the system's folders are libraries'");
   HT_PARSE(app, argc, argv);
 
   if (paths.empty()) {
@@ -97,6 +102,7 @@ int AnalyzeCommand(int argc, char** argv) {
   request.interval = interval;
   request.earlier = earlier;
   request.threads = threads;
+  request.user_paths = user_paths;
   if (app.count("--run")) request.run = run;
   return RunAnalysis(request);
 }

@@ -13,6 +13,8 @@
 
 #include "cmds/commands.h"
 #include "merger/diagnose.h"
+#include "merger/frames.h"
+#include "tracer/config.h"
 #include "merger/job_list.h"
 #include "merger/node_dump.h"
 #include "merger/pictures.h"
@@ -176,6 +178,10 @@ int RunAnalysis(const AnalysisRequest& r) {
   }
   LoadOptions opts;
   opts.threads = r.threads;
+  // The user's folders: the setting (the automatic report's helper runs
+  // with the job's environment), then the command line's.
+  opts.user_paths = SplitUserPaths(Config::FromEnvironment().user_paths);
+  opts.user_paths.insert(opts.user_paths.end(), r.user_paths.begin(), r.user_paths.end());
   opts.run = r.run;
   // A progress line on a terminal, once reading takes over a second.
   const auto started = std::chrono::steady_clock::now();

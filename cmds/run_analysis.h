@@ -20,6 +20,7 @@ struct AnalysisRequest {
   double interval = 0;                        // > 0: read twice, this far apart
   std::vector<std::string> earlier;           // an earlier look at the same job (a dump)
   int threads = 0;                            // reader threads (0: all cores)
+  std::vector<std::string> user_paths;        // folders of the user's code, beside HANGTRACE_USER_PATHS
   std::vector<std::string> warnings;          // said with the job's own (srun-dump: silent nodes)
   nlohmann::json json_extra;                  // merged into the JSON report (srun-dump: "dump")
   // Only this run of the job (fmt::ProcessInfo::run). Unset, paths that

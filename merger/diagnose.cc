@@ -108,15 +108,15 @@ Classes Classify(const Job& job) {
     const CallPoint& call = v.current;
     const bool p2p = IsP2p(call) || call.op == fmt::Op::kProbe;
     Key k = in ? Key{int(v.state), call.name, call.comm, call.seq, IsCollective(call) ? -1 : call.peer,
-                     p2p ? call.tag : 0, v.python_frame, int(v.basis), v.main_stack_unread}
-               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.python_frame, 0, v.main_stack_unread};
+                     p2p ? call.tag : 0, v.user_frame, int(v.basis), v.main_stack_unread}
+               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.user_frame, 0, v.main_stack_unread};
     auto [it, inserted] = class_of_key.emplace(k, c.groups.size());
     if (inserted) {
       Group g;
       g.state = v.state;
       g.basis = v.basis;
       g.call = in ? v.current : v.previous;
-      g.python_frame = v.python_frame;
+      g.user_frame = v.user_frame;
       g.main_stack_unread = v.main_stack_unread;
       c.groups.push_back(g);
       idle_votes.emplace_back();
@@ -572,7 +572,7 @@ Deaths FindDeaths(const Job& job) {
 void BlameContext::Blame(int32_t rank, const std::string& why) {
   const RankView& v = job.ranks[size_t(rank)];
   if (culprits.count(rank)) return;
-  culprits[rank] = Culprit{rank, v.host, v.pid, why + WhereInProgram(job, v.python_frame)};
+  culprits[rank] = Culprit{rank, v.host, v.pid, why + WhereInProgram(job, v.user_frame)};
 }
 
 namespace {
@@ -1265,7 +1265,7 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
       d.notes.push_back(std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
                         (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
                                                      : "ranks " + victims->ranks.Brief() + " wait in ") +
-                        DescribeCall(job, victims->call) + WhereInProgram(job, victims->python_frame));
+                        DescribeCall(job, victims->call) + WhereInProgram(job, victims->user_frame));
     }
   }
   for (const RankView& v : job.ranks) {

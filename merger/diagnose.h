@@ -25,7 +25,7 @@ struct Group {
   double in_call_s = 0;      // longest among its ranks
   RankSet waiting_for;       // ranks its ranks wait for
   std::vector<std::string> hosts;
-  int64_t python_frame = -1; // its ranks' innermost Python frame (Job::frames)
+  int64_t user_frame = -1;   // its ranks' place in the program (RankView::user_frame)
   // In a call: the name of the thread its ranks are in it on, when that is
   // not the main thread and the same for all of them ("" otherwise).
   std::string thread;

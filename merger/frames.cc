@@ -82,6 +82,108 @@ const char* Frame::LangName() const {
   return "native";
 }
 
+const char* FrameOwnerName(FrameOwner o) {
+  switch (o) {
+    case FrameOwner::kUser: return "user";
+    case FrameOwner::kLibrary: return "library";
+    case FrameOwner::kHangtrace: return "hangtrace";
+  }
+  return "library";
+}
+
+std::vector<std::string> SplitUserPaths(const std::string& text) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= text.size()) {
+    size_t colon = text.find(':', from);
+    if (colon == std::string::npos) colon = text.size();
+    if (colon > from) out.push_back(text.substr(from, colon - from));
+    from = colon + 1;
+  }
+  return out;
+}
+
+FrameOwners::FrameOwners(std::vector<std::string> user_paths) {
+  for (std::string& p : user_paths) {
+    if (p.empty()) continue;
+    if (p.back() != '/') p += '/';
+    user_paths_.push_back(std::move(p));
+  }
+}
+
+bool FrameOwners::UnderUserPath(const std::string& path) const {
+  for (const std::string& p : user_paths_) {
+    if (path.compare(0, p.size(), p) == 0) return true;
+  }
+  return false;
+}
+
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.compare(0, strlen(prefix), prefix) == 0; }
+
+// hangtrace's Python hook: installed as LIBDIR/hangtrace/python/*.py (the
+// source tree's python/ in a build).
+bool IsHangtracePython(const std::string& file) {
+  const std::string base = Basename(file);
+  return file.find("/hangtrace/python/") != std::string::npos || base == "hangtrace_torch.py" ||
+         (base == "sitecustomize.py" && file.find("hangtrace") != std::string::npos);
+}
+
+FrameOwner PythonOwner(const std::string& file) {
+  if (IsHangtracePython(file)) return FrameOwner::kHangtrace;
+  // "<frozen importlib._bootstrap>" is the interpreter's; "<string>" and
+  // "<stdin>" are code the user handed it.
+  if (StartsWith(file, "<frozen")) return FrameOwner::kLibrary;
+  if (file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos) {
+    return FrameOwner::kLibrary;
+  }
+  const size_t lib = file.find("/lib/python");  // the standard library: lib/python3.11/, lib/python3/
+  return lib != std::string::npos ? FrameOwner::kLibrary : FrameOwner::kUser;
+}
+
+FrameOwner NativeOwner(const Frame& f) {
+  if (f.module.empty() || f.module[0] == '[') return FrameOwner::kLibrary;  // "[vdso]", or not read
+  const std::string base = Basename(f.module);
+  if (StartsWith(base, "libhangtrace")) return FrameOwner::kHangtrace;
+  static const char* const kSystemFolders[] = {"/lib/",      "/lib32/",   "/lib64/",          "/usr/lib/",
+                                               "/usr/lib32/", "/usr/lib64/", "/usr/libexec/",   "/usr/bin/",
+                                               "/usr/sbin/", "/bin/",     "/sbin/",           "/usr/local/cuda",
+                                               "/opt/rocm",  "/opt/nvidia/", "/usr/local/lib/python"};
+  for (const char* folder : kSystemFolders) {
+    if (StartsWith(f.module, folder)) return FrameOwner::kLibrary;
+  }
+  if (f.module.find("/site-packages/") != std::string::npos || f.module.find("/dist-packages/") != std::string::npos) {
+    return FrameOwner::kLibrary;  // an extension module of an installed package
+  }
+  // Runtimes installed anywhere (an MPI in /opt, a pyenv's Python, a
+  // conda environment): known by name.
+  static const char* const kRuntimes[] = {"libmpi",  "libpmpi", "libopen-", "libpmix", "libucp",   "libucs",
+                                          "libuct",  "libfabric", "libpsm", "libnccl", "librccl",  "libcuda",
+                                          "libcudart", "libamdhip", "libgloo", "libtorch", "libc10", "libpython",
+                                          "python",  "libc.so", "libc-",   "ld-linux", "libpthread", "libstdc++",
+                                          "libgcc",  "libgfortran", "libmpich", "libfmpich", "libhdf5", "libomp",
+                                          "libgomp", "libdw",   "libunwind"};
+  for (const char* name : kRuntimes) {
+    if (StartsWith(base, name)) return FrameOwner::kLibrary;
+  }
+  return FrameOwner::kUser;
+}
+
+}  // namespace
+
+FrameOwner FrameOwners::Of(const Frame& f) const {
+  if (f.lang == Frame::Lang::kKernel) return FrameOwner::kLibrary;
+  if (f.lang == Frame::Lang::kPython) {
+    // hangtrace's hook is hangtrace's wherever it lies.
+    if (IsHangtracePython(f.file)) return FrameOwner::kHangtrace;
+    return UnderUserPath(f.file) ? FrameOwner::kUser : PythonOwner(f.file);
+  }
+  if (!f.IsNativeRead()) return FrameOwner::kLibrary;
+  if (StartsWith(Basename(f.module), "libhangtrace")) return FrameOwner::kHangtrace;
+  return UnderUserPath(f.module) || (!f.file.empty() && UnderUserPath(f.file)) ? FrameOwner::kUser : NativeOwner(f);
+}
+
 bool IsThreadStart(const Frame& f) {
   static const char* const kStarts[] = {"__clone3", "clone3", "__clone", "clone", "start_thread", "_start",
                                         "__libc_start_main", "__libc_start_call_main"};

@@ -44,6 +44,42 @@ struct Frame {
 // JSON keeps the whole.
 std::string Shortened(const std::string& text);
 
+// Whose code a frame is. A person fixes the program's own code; a rank's
+// place in the verdict and the classes is the innermost frame of it, not
+// the library line below (h5py's flush, torch's all_reduce, libmpi's
+// progress loop), and hangtrace's own frames (its Python hook) are not
+// shown in the program's stacks at all.
+enum class FrameOwner : uint8_t {
+  kUser,       // the program: its files and its own native modules
+  kLibrary,    // installed code: the interpreter and its standard library,
+               // site- and dist-packages, system libraries (libc, the MPI
+               // library, CUDA), the kernel
+  kHangtrace,  // hangtrace's Python hook and its preloaded library
+};
+const char* FrameOwnerName(FrameOwner o);
+
+// Tells frames apart by path. The default guess: a Python file is a
+// library's under site-packages, dist-packages or lib/pythonX.Y, and a
+// native module under the system's folders (/usr/lib, /lib, /usr/bin,
+// /usr/local/cuda, /opt/rocm, ...) or named as a known runtime (libmpi*,
+// libpython*, libnccl*, ...); everything else is the user's. `user_paths`
+// (HANGTRACE_USER_PATHS, `analyze --user-path`) are folders that hold the
+// user's code wherever the guess is wrong (a package of the user's
+// installed into a virtualenv's site-packages): a frame under one is the
+// user's, whatever else it is.
+class FrameOwners {
+ public:
+  explicit FrameOwners(std::vector<std::string> user_paths = {});
+  FrameOwner Of(const Frame& f) const;
+  const std::vector<std::string>& user_paths() const { return user_paths_; }
+
+ private:
+  bool UnderUserPath(const std::string& path) const;
+  std::vector<std::string> user_paths_;  // each ends with '/'
+};
+// HANGTRACE_USER_PATHS split at ':' (empty entries dropped).
+std::vector<std::string> SplitUserPaths(const std::string& text);
+
 // Whether a native frame is CPython's evaluation loop (one such frame runs
 // one or more Python frames).
 bool IsEvalFrame(const Frame& f);

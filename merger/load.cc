@@ -131,6 +131,7 @@ void NameUnlabeledComms(Job* job) {
 
 Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   Job job;
+  job.owners = FrameOwners(options.user_paths);
   std::vector<std::string> files;
   std::vector<NoRoomMarker> no_room;
   for (const std::string& p : paths) {

@@ -92,9 +92,6 @@ std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const s
 // --- AttachStacks ------------------------------------------------------------------------
 
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v);
-// A Python file of a library (torch's, the standard library's), not of the
-// program: a rank's Python location is the program's line that called it.
-bool IsLibraryFile(const std::string& file);
 
 void AddUntracedRanks(const std::vector<std::string>& paths, Job* job);
 

@@ -187,9 +187,11 @@ struct RankView {
   // --- stacks ---
   std::vector<ThreadStack> stacks;
   uint32_t python_version = 0;    // PY_VERSION_HEX when the process runs Python
-  // The innermost Python frame of the thread in `current` (Job::frames id),
-  // -1 when there is none: where in the program the rank waits.
-  int64_t python_frame = -1;
+  // Where in the program the rank waits: the innermost frame of the user's
+  // own code (FrameOwner::kUser, Python or native) on the thread in
+  // `current` (Job::frames id); a Python program with none there, its
+  // innermost Python frame; -1 when there is none.
+  int64_t user_frame = -1;
   // The communication or waiting call its stacks show (StackCall): where it
   // is when its trace is silent.
   CallPoint stack_call;
@@ -314,6 +316,7 @@ struct Job {
   std::vector<std::string> names;     // interned call names
   std::unordered_map<std::string, uint16_t> name_index;
   std::vector<Frame> frames;          // distinct stack frames
+  FrameOwners owners;                 // whose code each frame is (LoadOptions::user_paths)
   std::unordered_map<std::string, uint32_t> frame_index;
   uint32_t InternFrame(const Frame& f);
   // Per loader thread, the first signature it saw at each (comm, seq):
@@ -359,6 +362,8 @@ struct LoadOptions {
   // Only the files of this run (Job::runs), when set; the others are
   // counted in Job::runs and left out.
   std::optional<std::string> run;
+  // Folders of the user's own code (HANGTRACE_USER_PATHS): FrameOwners.
+  std::vector<std::string> user_paths;
   // Called about twice a second while files are read (from one reader
   // thread): files read so far, files in all.
   std::function<void(size_t done, size_t total)> progress;

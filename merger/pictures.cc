@@ -59,7 +59,7 @@ std::string ClassText(const Job& job, const Group& g) {
       break;
     default: out += RankStateName(g.state); break;
   }
-  if (g.python_frame >= 0) out += "\nat " + Shortened(job.frames[size_t(g.python_frame)].Text());
+  if (g.user_frame >= 0) out += "\nat " + Shortened(job.frames[size_t(g.user_frame)].Text());
   return out;
 }
 

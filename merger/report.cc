@@ -155,7 +155,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     bool p2p = g.call.call_flags & fmt::kCallP2p;
     auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
                                g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
-                               g.state == RankState::kInCall ? g.call.seq : 0, g.python_frame, int(g.basis));
+                               g.state == RankState::kInCall ? g.call.seq : 0, g.user_frame, int(g.basis));
     auto [it, inserted] = line_of.emplace(key, lines.size());
     if (inserted) lines.push_back(Line{{}, {}, &g, {}, 0, {}});
     Line& l = lines[it->second];
@@ -190,7 +190,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
              " " + fam + " comms (" + *l.comms.begin() + ", ...)";
     }
     out += head + what;
-    if (g.python_frame >= 0) out += " at " + job.frames[size_t(g.python_frame)].Text();
+    if (g.user_frame >= 0) out += " at " + job.frames[size_t(g.user_frame)].Text();
     if (g.state == RankState::kInCall && g.basis == Basis::kTrace) out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
     if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
@@ -275,7 +275,11 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     o["waiting_for"] = g.waiting_for.ToString();
     o["waiting_for_list"] = g.waiting_for.Ranks();
     o["hosts"] = g.hosts;
-    if (g.python_frame >= 0) o["python"] = FrameToJson(job.frames[size_t(g.python_frame)]);
+    if (g.user_frame >= 0) {
+      const Frame& f = job.frames[size_t(g.user_frame)];
+      o["user_frame"] = FrameToJson(f);
+      if (f.lang == Frame::Lang::kPython) o["python"] = FrameToJson(f);
+    }
     j["groups"].push_back(o);
   }
   j["mismatches"] = json::array();

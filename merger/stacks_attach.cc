@@ -29,15 +29,6 @@ ThreadStack FromNode(Job* job, const NodeThread& th) {
 
 }  // namespace
 
-bool IsLibraryFile(const std::string& file) {
-  // torch's own code; hangtrace's Python hook (LIBDIR/hangtrace/python);
-  // Python's standard library (lib/python3.X/, but not the packages
-  // installed under it).
-  if (file.find("/torch/") != std::string::npos || file.find("/hangtrace/python/") != std::string::npos) return true;
-  const size_t lib = file.find("/lib/python");
-  return lib != std::string::npos && file.find("-packages/", lib) == std::string::npos;
-}
-
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v) {
   // A dump's stacks (node.json) are newer, read from outside: they replace
   // what the process captured itself. Unless the dump could not read the
@@ -162,7 +153,6 @@ void FinishStacks(Job* job) {
   for (const RankView& v : job->ranks) {
     if (locks && v.pid) rank_of_pid.emplace(v.host + "/" + std::to_string(v.pid), v.rank);
   }
-  using load::IsLibraryFile;
   // Python frames mixed in first: they are frames of the job too.
   for (RankView& v : job->ranks) {
     for (ThreadStack& t : v.stacks) {
@@ -182,6 +172,20 @@ void FinishStacks(Job* job) {
       for (const Frame& f : MixPythonFrames(native, python)) t.frames.push_back(job->InternFrame(f));
       t.python.clear();
       t.python_entry.clear();
+    }
+  }
+  // hangtrace's Python hook is not the program's: its frames (the wrapper
+  // between the program's line and torch's call) leave every stack, as if
+  // the program ran untraced. Its native frames stay: a wrapper is named as
+  // the call the program made, and hangtrace's own thread is folded apart.
+  std::vector<uint8_t> hook(job->frames.size());
+  for (size_t i = 0; i < job->frames.size(); ++i) {
+    hook[i] = job->frames[i].lang == Frame::Lang::kPython && job->owners.Of(job->frames[i]) == FrameOwner::kHangtrace;
+  }
+  for (RankView& v : job->ranks) {
+    for (ThreadStack& t : v.stacks) {
+      t.frames.erase(std::remove_if(t.frames.begin(), t.frames.end(), [&](uint32_t id) { return hook[id]; }),
+                     t.frames.end());
     }
   }
   const StackCalls calls(*job);  // each distinct frame read once
@@ -234,18 +238,18 @@ void FinishStacks(Job* job) {
       if (!in || t.tid == want) in = &t;
       if (t.tid == want) break;
     }
-    // A library's own frames (torch's, the standard library's) say less
-    // than the program's line that called into them: the innermost frame
-    // of the program is taken, else the innermost Python frame at all.
-    v.python_frame = -1;
-    int64_t innermost = -1;
-    for (size_t i = 0; in && i < in->frames.size() && v.python_frame < 0; ++i) {
+    // A library's own frames (h5py's, torch's, the standard library's,
+    // libmpi's) say less than the program's line that called into them:
+    // the innermost frame of the user's code is taken; in a Python program
+    // with none, its innermost Python frame.
+    v.user_frame = -1;
+    int64_t innermost_python = -1;
+    for (size_t i = 0; in && i < in->frames.size() && v.user_frame < 0; ++i) {
       const Frame& f = job->frames[in->frames[i]];
-      if (f.lang != Frame::Lang::kPython) continue;
-      if (innermost < 0) innermost = in->frames[i];
-      if (!IsLibraryFile(f.file)) v.python_frame = in->frames[i];
+      if (innermost_python < 0 && f.lang == Frame::Lang::kPython) innermost_python = in->frames[i];
+      if (job->owners.Of(f) == FrameOwner::kUser) v.user_frame = in->frames[i];
     }
-    if (v.python_frame < 0) v.python_frame = innermost;
+    if (v.user_frame < 0) v.user_frame = innermost_python;
   }
 }
 

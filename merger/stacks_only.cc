@@ -50,14 +50,14 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
     const bool in = v.state == RankState::kInCall;
     const auto key =
-        std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.python_frame, int(v.basis), v.main_stack_unread);
+        std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.user_frame, int(v.basis), v.main_stack_unread);
     auto [it, fresh] = index.emplace(key, d.groups.size());
     if (fresh) {
       Group g;
       g.state = v.state;
       g.basis = v.basis;
       g.call = in ? v.current : v.previous;
-      g.python_frame = v.python_frame;
+      g.user_frame = v.user_frame;
       g.main_stack_unread = v.main_stack_unread;
       d.groups.push_back(g);
       idle_votes.emplace_back();
@@ -93,7 +93,7 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     }
     if (g.state == RankState::kCompute && g.basis != Basis::kStacks) no_stacks.Merge(g.ranks);
   }
-  auto where = [&](const Group& g) { return WhereInProgram(job, g.python_frame); };
+  auto where = [&](const Group& g) { return WhereInProgram(job, g.user_frame); };
   std::string wait_text;
   if (!waiting.Empty()) {
     wait_text = waiting.Named() + (waiting.Count() == 1 ? " waits in " : " wait in ");
@@ -116,7 +116,7 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     std::string why = "holds the file lock" + (lock_file.count(holder) ? " on " + lock_file[holder] : std::string()) +
                       " that " + waiters.Named() + (waiters.Count() == 1 ? " waits" : " wait") + " for";
     if (h.state == RankState::kInCall) {
-      why += ", while it waits in " + job.names[h.current.name] + WhereInProgram(job, h.python_frame);
+      why += ", while it waits in " + job.names[h.current.name] + WhereInProgram(job, h.user_frame);
       if (h.current.lock_holder < 0) {
         // It waits for the others in a communication call: a cycle.
         lock_cycle = true;

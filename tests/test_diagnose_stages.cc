@@ -493,7 +493,7 @@ TEST(Classes, RanksAtAnotherTagOrPythonLineAreAnotherClass) {
   b.job.ranks[3].current.tag = 1;  // rank 1 waits for tag 0, rank 3 for tag 1
   b.InColl(0, "MPI_Allreduce", 2);
   b.InColl(2, "MPI_Allreduce", 2);
-  b.job.ranks[2].python_frame = 7;  // another line of the program
+  b.job.ranks[2].user_frame = 7;  // another line of the program
   Classes c = Classify(b.job);
   EXPECT_NE(c.class_of[1], c.class_of[3]);
   EXPECT_NE(c.class_of[0], c.class_of[2]);

@@ -97,8 +97,8 @@ TEST(PythonMpi, SeedHangInMpi4pyIsDiagnosedWithPythonLines) {
             std::string::npos)
       << d.culprits[0].why;
   for (const RankView& v : job.ranks) {
-    ASSERT_GE(v.python_frame, 0) << "rank " << v.rank << " has no Python frame";
-    const Frame& f = job.frames[size_t(v.python_frame)];
+    ASSERT_GE(v.user_frame, 0) << "rank " << v.rank << " has no Python frame";
+    const Frame& f = job.frames[size_t(v.user_frame)];
     if (v.rank == 2) {
       EXPECT_EQ(job.names[v.current.name], "MPI_Bcast");
       EXPECT_EQ(PyAt(f), "_aggregate_total_loss:" + std::to_string(at.at("bcast")));
@@ -142,8 +142,8 @@ TEST(PythonMpi, LiveDumpOfAnMpi4pyHangNamesPythonFrames) {
   ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
   EXPECT_EQ(d.culprits[0].rank, 3);
   ASSERT_EQ(j.ranks.size(), 4u);
-  ASSERT_GE(j.ranks[2].python_frame, 0);
-  EXPECT_EQ(PyAt(j.frames[size_t(j.ranks[2].python_frame)]), "_aggregate_total_loss:" + std::to_string(at.at("bcast")));
+  ASSERT_GE(j.ranks[2].user_frame, 0);
+  EXPECT_EQ(PyAt(j.frames[size_t(j.ranks[2].user_frame)]), "_aggregate_total_loss:" + std::to_string(at.at("bcast")));
 }
 
 TEST(PythonMpi, HealthyJobWithEveryCommunicatorCallRunsAsUntraced) {

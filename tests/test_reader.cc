@@ -251,6 +251,65 @@ TEST(Frames, LongCppSignaturesAreShortenedForPeopleOnly) {
   EXPECT_EQ(Shortened(unbalanced), unbalanced);
 }
 
+TEST(Frames, TheUsersCodeIsToldFromLibrariesAndFromHangtracesOwn) {
+  auto py = [](const std::string& file) {
+    Frame f;
+    f.lang = Frame::Lang::kPython, f.func = "f", f.file = file, f.line = 3;
+    return f;
+  };
+  auto native = [](const std::string& module, const std::string& func = "f") {
+    Frame f;
+    f.func = func, f.module = module, f.offset = 0x40;
+    return f;
+  };
+  const FrameOwners guess;
+  struct Case {
+    Frame frame;
+    FrameOwner owner;
+  };
+  const Case cases[] = {
+      {py("/home/u/run/train.py"), FrameOwner::kUser},
+      {py("<string>"), FrameOwner::kUser},  // python -c
+      {py("/usr/lib/python3/dist-packages/h5py/_hl/files.py"), FrameOwner::kLibrary},
+      {py("/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"), FrameOwner::kLibrary},
+      {py("/home/u/venv/lib/python3.11/site-packages/mylib/io.py"), FrameOwner::kLibrary},
+      {py("/usr/lib/python3.11/threading.py"), FrameOwner::kLibrary},
+      {py("/root/.pyenv/versions/3.11.9/lib/python3.11/queue.py"), FrameOwner::kLibrary},
+      {py("<frozen importlib._bootstrap>"), FrameOwner::kLibrary},
+      {py("/opt/ht/lib/hangtrace/python/hangtrace_torch.py"), FrameOwner::kHangtrace},
+      {py("/src/hangtrace/python/sitecustomize.py"), FrameOwner::kHangtrace},
+      {native("/home/u/app/lmp_mpi", "main"), FrameOwner::kUser},
+      {native("/home/u/app/libmine.so"), FrameOwner::kUser},
+      {native("/usr/lib/x86_64-linux-gnu/libmpi.so.40"), FrameOwner::kLibrary},
+      {native("/opt/openmpi-5/lib/libmpi.so.40"), FrameOwner::kLibrary},
+      {native("/usr/bin/python3.11", "_PyEval_EvalFrameDefault"), FrameOwner::kLibrary},
+      {native("/root/.pyenv/versions/3.11.9/lib/libpython3.11.so.1.0"), FrameOwner::kLibrary},
+      {native("/usr/lib/x86_64-linux-gnu/libc.so.6", "__poll"), FrameOwner::kLibrary},
+      {native("/usr/local/cuda/lib64/libcudart.so.13"), FrameOwner::kLibrary},
+      {native("/home/u/venv/lib/python3.11/site-packages/numpy/core/_multiarray.so"), FrameOwner::kLibrary},
+      {native("/opt/ht/lib/libhangtrace.so", "MPI_Barrier"), FrameOwner::kHangtrace},
+      {native("[vdso]"), FrameOwner::kLibrary},
+      {native("", Frame::kNativeNotRead), FrameOwner::kLibrary},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(FrameOwnerName(guess.Of(c.frame)), std::string(FrameOwnerName(c.owner))) << c.frame.Text();
+  }
+  Frame kernel;
+  kernel.lang = Frame::Lang::kKernel, kernel.func = "futex_wait";
+  EXPECT_EQ(guess.Of(kernel), FrameOwner::kLibrary);
+  // A folder named by the user wins over the guess, with or without its
+  // trailing slash, and only for that folder (not a sibling sharing its prefix).
+  const FrameOwners named(SplitUserPaths("/home/u/venv/lib/python3.11/site-packages/mylib::/opt/openmpi-5/lib/"));
+  EXPECT_EQ(named.user_paths().size(), 2u);
+  EXPECT_EQ(named.Of(py("/home/u/venv/lib/python3.11/site-packages/mylib/io.py")), FrameOwner::kUser);
+  EXPECT_EQ(named.Of(py("/home/u/venv/lib/python3.11/site-packages/mylib2/io.py")), FrameOwner::kLibrary);
+  EXPECT_EQ(named.Of(native("/opt/openmpi-5/lib/libmpi.so.40")), FrameOwner::kUser);
+  // hangtrace's own stays hangtrace's wherever it lies.
+  const FrameOwners everything(SplitUserPaths("/"));
+  EXPECT_EQ(everything.Of(py("/opt/ht/lib/hangtrace/python/hangtrace_torch.py")), FrameOwner::kHangtrace);
+  EXPECT_EQ(everything.Of(native("/opt/ht/lib/libhangtrace.so")), FrameOwner::kHangtrace);
+}
+
 TEST(RankSet, IntersectsOnlyWhenARankIsShared) {
   RankSet a, b, far;
   a.Add(3), a.Add(130);

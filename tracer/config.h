@@ -125,7 +125,13 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "libhangtrace.so.")                                                        \
   X(lib, "HANGTRACE_LIB", PathSetting, "",                                     \
     "Path of libhangtrace.so for `hangtrace run` to preload. Default: "       \
-    "../lib/libhangtrace.so beside the hangtrace binary.")
+    "../lib/libhangtrace.so beside the hangtrace binary.")                         \
+  X(user_paths, "HANGTRACE_USER_PATHS", PathSetting, "",                       \
+    "Folders of the program's own code, ':' between them, for the reports: "  \
+    "a rank's place is the innermost frame of the user's code, and by "       \
+    "default a frame under site-packages, dist-packages, lib/python3.X or "   \
+    "the system's folders is a library's. Name a folder where that guess is " \
+    "wrong (your package installed into a virtualenv).")
 
 struct Config {
 #define HT_CONFIG_FIELD(field, env, parser, def, desc) parser::Type field{};

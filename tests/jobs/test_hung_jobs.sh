@@ -349,7 +349,10 @@ case "$scenario" in
     analyze "$work/traces/job"
     case "$torch_scenario" in
       skip) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=bcast \
-              why:2="calls dist.broadcast as collective #4 on default_pg" why:2="torch_hang.py:" ;;
+              why:2="calls dist.broadcast as collective #4 on default_pg" why:2="torch_hang.py:"
+            # The stacks are the program's as it runs untraced: hangtrace's hook is not among them.
+            grep -q "stacks, merged" report.txt || fail "the report shows no stacks"
+            ! grep -q "hangtrace_torch.py" report.txt || fail "hangtrace's hook frames are in the program's stacks" ;;
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
       object) check verdict=mismatch exit=3 culprits=2 op:0-1,3=bcast op:2=barrier \
                 why:2="calls dist.barrier as collective #4 on default_pg (the other members call dist.broadcast_object_list)" ;;
