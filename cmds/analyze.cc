@@ -25,6 +25,7 @@ int AnalyzeCommand(int argc, char** argv) {
       "examples:\n"
       "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/\n"
       "  hangtrace analyze traces/ --format json > report.json\n"
+      "  hangtrace analyze traces/ --html report.html    # one page to browse, offline\n"
       "  hangtrace analyze traces/ --graph waits.svg --dot stacks.svg --perfetto job.json\n"
       "  hangtrace analyze /dev/shm/hangtrace-$USER/12345/ --interval 5    # live: slow, or hung?\n"
       "  hangtrace analyze dump2/ --earlier dump1/   # two dumps, seconds apart: slow, or hung?\n"
@@ -45,6 +46,10 @@ int AnalyzeCommand(int argc, char** argv) {
       ->expected(-1);
   app.add_option("-f,--format", format, "text (default) or json (schema hangtrace.analysis/1)")
       ->check(CLI::IsMember({"text", "json"}));
+  std::string html;
+  app.add_option("--html", html,
+                 "also write the report as one web page that opens offline: verdict, classes, who waits for whom, "
+                 "merged stacks, last calls, a timeline");
   app.add_option("--perfetto", perfetto, "also write a Perfetto/Chrome trace: one track per rank and thread");
   app.add_option("--graph", graph,
                  "also write the wait-for graph: classes of ranks, who waits for whom, culprits and cycles in red "
@@ -99,6 +104,7 @@ int AnalyzeCommand(int argc, char** argv) {
   request.perfetto = perfetto;
   request.dot = dot;
   request.graph = graph;
+  request.html = html;
   request.interval = interval;
   request.earlier = earlier;
   request.threads = threads;

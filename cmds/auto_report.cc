@@ -15,7 +15,7 @@
 //      look tells a slow job from a hung one;
 //   4. the first node to get here reports: it waits until the node dumps
 //      cover every rank, or --wait seconds, analyzes the second look against
-//      the first, writes ROUND/report.txt and report.json, and puts the
+//      the first, writes ROUND/report.txt, report.json and report.html, and puts the
 //      report's block into its log (--log), which the rank that started it
 //      prints on its stderr, the job's log. A node that sent nothing by then
 //      has its ranks named as missing, never blamed.
@@ -279,7 +279,12 @@ int AutoReportCommand(int argc, char** argv) {
   }
   const std::string text_path = where + "/report.txt";
   if (!room()) return kExitCouldNot;
+  // The page is written by the text's analysis (one reading of the dumps),
+  // through the round's descriptor, as every file of the round is.
+  request.html = ThroughFd(round) + "/report.html";
+  request.say_outputs = false;
   const int status = AnalyzeInto(request, round, "report.txt");
+  request.html.clear();
   if (status < 0) {
     log.Say("hangtrace: no automatic report: cannot write " + text_path + ": " + strerror(errno));
     return kExitCouldNot;
@@ -329,7 +334,7 @@ int AutoReportCommand(int argc, char** argv) {
   block << seconds << " s)\n";
   for (size_t i = 0; i < lines.size() && i < kMaxLines; ++i) block << lines[i] << "\n";
   if (lines.size() > kMaxLines) block << "  ... " << lines.size() - kMaxLines << " more lines in " << text_path << "\n";
-  block << "hangtrace: the report: " << text_path << " (JSON: report.json); the dumps: " << where
+  block << "hangtrace: the report: " << text_path << " (JSON: report.json, a page to browse: report.html); the dumps: " << where
         << "/second (hangtrace analyze " << where << "/second --earlier " << where << "/first)\n";
   log.Say(block.str());
   return status;

@@ -14,6 +14,7 @@
 #include "cmds/commands.h"
 #include "merger/diagnose.h"
 #include "merger/frames.h"
+#include "merger/html_report.h"
 #include "tracer/config.h"
 #include "merger/job_list.h"
 #include "merger/node_dump.h"
@@ -142,7 +143,7 @@ int AnalyzeEachRun(const AnalysisRequest& r, const Job& job) {
   for (size_t i = 0; i < runs.size() && (text || i == 0); ++i) {
     AnalysisRequest one = r;
     one.run = runs[i].first;
-    if (i > 0) one.perfetto.clear(), one.dot.clear(), one.graph.clear();  // pictures of the newest only
+    if (i > 0) one.perfetto.clear(), one.dot.clear(), one.graph.clear(), one.html.clear();  // pictures of the newest only
     if (text) {
       printf("%s== run %s (%zu of %zu, %s)\n", i ? "\n" : "", runs[i].first.empty() ? "(unknown)" : runs[i].first.c_str(),
              i + 1, runs.size(), i ? "older" : "the newest");
@@ -267,9 +268,9 @@ int RunAnalysis(const AnalysisRequest& r) {
     return kExitCouldNot;
   }
   Diagnosis d = Diagnose(job, compare ? &earlier : nullptr);
+  const std::string text_report = text || !r.html.empty() ? TextReport(job, d) : "";
   if (text) {
-    const std::string report = TextReport(job, d);
-    fputs((ColorWanted(STDOUT_FILENO) ? Colorize(report) : report).c_str(), stdout);
+    fputs((ColorWanted(STDOUT_FILENO) ? Colorize(text_report) : text_report).c_str(), stdout);
   } else {
     nlohmann::json j = JsonReport(job, d);
     if (r.json_extra.is_object()) j.update(r.json_extra);
@@ -299,6 +300,16 @@ int RunAnalysis(const AnalysisRequest& r) {
     } else if (OutputFile file(r.perfetto); file.Open(&err) && WritePerfetto(job, d, file.StreamPath(), &err) &&
                                               file.Commit(&err)) {
       if (text) printf("\nPerfetto trace: %s (open in https://ui.perfetto.dev)\n", r.perfetto.c_str());
+    } else {
+      fprintf(stderr, "%s: %s\n", cmd, err.c_str());
+      rc = kExitCouldNot;
+    }
+  }
+  if (!r.html.empty()) {
+    std::string err;
+    OutputFile file(r.html);
+    if (file.Open(&err) && file.Write(HtmlReport(job, d, text_report), &err) && file.Commit(&err)) {
+      if (text && r.say_outputs) printf("\nthe report as a page: %s (opens offline in any browser)\n", r.html.c_str());
     } else {
       fprintf(stderr, "%s: %s\n", cmd, err.c_str());
       rc = kExitCouldNot;

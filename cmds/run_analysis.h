@@ -17,6 +17,8 @@ struct AnalysisRequest {
   std::vector<std::string> paths;             // trace files, job folders, dump folders
   std::string format = "text";                // text or json
   std::string perfetto, dot, graph;           // optional outputs ("" none); .svg renders with Graphviz
+  std::string html;                           // the report as one offline page ("" none)
+  bool say_outputs = true;                    // text: a line naming each output written
   double interval = 0;                        // > 0: read twice, this far apart
   std::vector<std::string> earlier;           // an earlier look at the same job (a dump)
   int threads = 0;                            // reader threads (0: all cores)

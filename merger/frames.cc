@@ -179,7 +179,9 @@ FrameOwner FrameOwners::Of(const Frame& f) const {
     if (IsHangtracePython(f.file)) return FrameOwner::kHangtrace;
     return UnderUserPath(f.file) ? FrameOwner::kUser : PythonOwner(f.file);
   }
-  if (!f.IsNativeRead()) return FrameOwner::kLibrary;
+  // A thread's start (_start, start_thread, clone3) is the C library's,
+  // even where it is linked into the program.
+  if (!f.IsNativeRead() || IsThreadStart(f)) return FrameOwner::kLibrary;
   if (StartsWith(Basename(f.module), "libhangtrace")) return FrameOwner::kHangtrace;
   return UnderUserPath(f.module) || (!f.file.empty() && UnderUserPath(f.file)) ? FrameOwner::kUser : NativeOwner(f);
 }

@@ -44,13 +44,16 @@ RankSet CulpritSet(const Diagnosis& d) {
   return c;
 }
 
-// What a class is doing, in a node's few lines.
-std::string ClassText(const Job& job, const Group& g) {
-  std::string out = g.ranks.Named(24) + " (" + std::to_string(g.ranks.Count()) + ")\n";
+}  // namespace
+
+std::string ClassText(const Job& job, const Diagnosis& d, const ClassLine& l) {
+  const Group& g = d.groups[l.groups.front()];
+  std::string out = l.ranks.Named(24) + " (" + std::to_string(l.ranks.Count()) + ")\n";
   switch (g.state) {
     case RankState::kInCall:
-      out += (g.call.from_stacks ? job.names[g.call.name] + " (stacks)" : DescribeCall(job, g.call));
-      if (g.in_call_s > 0) out += "\nfor " + Seconds(g.in_call_s);
+      if (l.comms.size() > 1) out += l.what.substr(l.what.rfind("in ", 0) == 0 ? 3 : 0);
+      else out += (g.call.from_stacks ? job.names[g.call.name] + " (stacks)" : DescribeCall(job, g.call));
+      if (l.in_call_s > 0) out += "\nfor " + Seconds(l.in_call_s);
       break;
     case RankState::kCompute:
       out += "in no traced call";
@@ -63,15 +66,15 @@ std::string ClassText(const Job& job, const Group& g) {
   return out;
 }
 
-}  // namespace
-
-std::string WaitGraphDot(const Job& job, const Diagnosis& d) {
+ClassWaits WaitsBetweenClasses(const Job& job, const Diagnosis& d) {
   constexpr size_t kMostClasses = 200;
-  const RankSet culprits = CulpritSet(d);
+  ClassWaits w;
+  w.culprits = CulpritSet(d);
+  w.classes = ClassLines(job, d);
   std::vector<int> class_of(size_t(std::max(job.world_size, 0)), -1);
-  const size_t shown = std::min(d.groups.size(), kMostClasses);
-  for (size_t i = 0; i < shown; ++i) {
-    for (int32_t r : d.groups[i].ranks.Ranks()) {
+  w.shown = std::min(w.classes.size(), kMostClasses);
+  for (size_t i = 0; i < w.shown; ++i) {
+    for (int32_t r : w.classes[i].ranks.Ranks()) {
       if (r >= 0 && size_t(r) < class_of.size()) class_of[size_t(r)] = int(i);
     }
   }
@@ -85,6 +88,29 @@ std::string WaitGraphDot(const Job& job, const Diagnosis& d) {
       }
     }
   }
+  // A class waits for the classes that hold the ranks it waits for.
+  for (size_t i = 0; i < w.shown; ++i) {
+    const ClassLine& l = w.classes[i];
+    if (l.waiting.Empty()) continue;
+    std::map<int, RankSet> targets;  // class -> the ranks of it waited for
+    for (int32_t r : l.waiting.Ranks()) {
+      targets[r >= 0 && size_t(r) < class_of.size() ? class_of[size_t(r)] : -1].Add(r);
+    }
+    for (auto& [to, ranks] : targets) {
+      ClassWaits::Edge e;
+      e.from = int(i), e.to = to;
+      e.cycle = cyclic.count({int(i), to}) > 0;
+      e.into_culprit = ranks.Intersects(w.culprits);
+      e.ranks = std::move(ranks);
+      w.edges.push_back(std::move(e));
+    }
+  }
+  return w;
+}
+
+std::string WaitGraphDot(const Job& job, const Diagnosis& d) {
+  const ClassWaits w = WaitsBetweenClasses(job, d);
+  const RankSet& culprits = w.culprits;
   std::string out =
       "digraph waits {\n"
       "  rankdir=LR;\n"
@@ -92,49 +118,35 @@ std::string WaitGraphDot(const Job& job, const Diagnosis& d) {
       "  label=\"" + Esc(std::string(VerdictName(d.verdict)) + ": " + d.summary) + "\";\n"
       "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=11];\n"
       "  edge [fontname=\"Helvetica\", fontsize=10, color=gray40];\n";
-  for (size_t i = 0; i < shown; ++i) {
-    const Group& g = d.groups[i];
+  for (size_t i = 0; i < w.shown; ++i) {
+    const ClassLine& l = w.classes[i];
+    const Group& g = d.groups[l.groups.front()];
     std::string attrs;
-    if (g.ranks.Intersects(culprits)) attrs = ", color=red, penwidth=2.5, fillcolor=\"#ffe4e1\"";
+    if (l.ranks.Intersects(culprits)) attrs = ", color=red, penwidth=2.5, fillcolor=\"#ffe4e1\"";
     else if (g.state == RankState::kMissing) attrs = ", style=\"rounded,dashed\"";
     else if (g.state == RankState::kInCall && g.basis == Basis::kStacks) attrs = ", fillcolor=\"#f2f2f2\"";
-    std::string text = ClassText(job, g);
-    if (g.ranks.Intersects(culprits)) {
-      RankSet mine;
-      for (int32_t r : culprits.Ranks()) {
-        if (g.ranks.Contains(r)) mine.Add(r);
-      }
-      text += "\nculprit: " + mine.Named(24);
-    }
+    std::string text = ClassText(job, d, l);
+    const RankSet mine = w.CulpritsOf(i);
+    if (!mine.Empty()) text += "\nculprit: " + mine.Named(24);
     out += "  c" + std::to_string(i) + " [label=\"" + Esc(text) + "\"" + attrs + "];\n";
   }
-  if (d.groups.size() > shown) {
-    out += "  more [label=\"" + std::to_string(d.groups.size() - shown) + " more classes\", style=dashed];\n";
+  if (w.classes.size() > w.shown) {
+    out += "  more [label=\"" + std::to_string(w.classes.size() - w.shown) + " more classes\", style=dashed];\n";
   }
-  // Waits: a class waits for the classes that hold the ranks it waits for.
-  bool missing_node = false;
-  for (size_t i = 0; i < shown; ++i) {
-    const Group& g = d.groups[i];
-    if (g.waiting_for.Empty()) continue;
-    std::map<int, RankSet> targets;  // class -> the ranks of it waited for
-    RankSet unknown;
-    for (int32_t r : g.waiting_for.Ranks()) {
-      const int to = r >= 0 && size_t(r) < class_of.size() ? class_of[size_t(r)] : -1;
-      if (to >= 0) targets[to].Add(r);
-      else unknown.Add(r);
+  bool unseen = false;
+  for (const ClassWaits::Edge& e : w.edges) {
+    if (e.to < 0) {
+      unseen = true;
+      out += "  c" + std::to_string(e.from) + " -> unseen [label=\"" + Esc("waits for " + e.ranks.Brief(16)) +
+             "\", style=dashed];\n";
+      continue;
     }
-    for (const auto& [to, ranks] : targets) {
-      // Red: an edge of a cycle, or into a culprit.
-      const bool red = cyclic.count({int(i), to}) > 0 || ranks.Intersects(culprits);
-      out += "  c" + std::to_string(i) + " -> c" + std::to_string(to) + " [label=\"" +
-             Esc("waits for " + ranks.Brief(16)) + "\"" + (red ? ", color=red, penwidth=2" : "") + "];\n";
-    }
-    if (!unknown.Empty()) {
-      missing_node = true;
-      out += "  c" + std::to_string(i) + " -> unseen [label=\"" + Esc("waits for " + unknown.Brief(16)) + "\", style=dashed];\n";
-    }
+    // Red: an edge of a cycle, or into a culprit.
+    out += "  c" + std::to_string(e.from) + " -> c" + std::to_string(e.to) + " [label=\"" +
+           Esc("waits for " + e.ranks.Brief(16)) + "\"" + (e.cycle || e.into_culprit ? ", color=red, penwidth=2" : "") +
+           "];\n";
   }
-  if (missing_node) out += "  unseen [label=\"not shown, or no trace file\", style=\"rounded,dashed\"];\n";
+  if (unseen) out += "  unseen [label=\"not shown, or no trace file\", style=\"rounded,dashed\"];\n";
   return out + "}\n";
 }
 
@@ -168,6 +180,16 @@ bool LeadsToService(const Job& job, const StackNode& n, int depth) {
 
 }  // namespace
 
+bool IsServiceSubtree(const Job& job, const StackNode& n) { return LeadsToService(job, n, 2); }
+
+RankSet ClassWaits::CulpritsOf(size_t i) const {
+  RankSet mine;
+  for (int32_t r : culprits.Ranks()) {
+    if (classes[i].ranks.Contains(r)) mine.Add(r);
+  }
+  return mine;
+}
+
 std::string StackTreeDot(const Job& job, const Diagnosis& d, const StackNode& root) {
   const RankSet culprits = CulpritSet(d);
   std::string out =
@@ -188,7 +210,7 @@ std::string StackTreeDot(const Job& job, const Diagnosis& d, const StackNode& ro
       attrs += ", color=red, fontcolor=red3";
     }
     if (n.children.size() > 1) attrs += ", penwidth=2.5";
-    const bool fold = f && LeadsToService(job, n, 2);
+    const bool fold = f && IsServiceSubtree(job, n);
     if (fold) {
       size_t below = 0;
       std::function<void(const StackNode&)> count = [&](const StackNode& c) {

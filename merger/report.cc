@@ -119,6 +119,50 @@ std::pair<std::string, std::string> SplitVerdict(const std::string& summary) {
 }
 }  // namespace
 
+std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d) {
+  std::vector<ClassLine> lines;
+  std::map<std::tuple<int, uint16_t, std::string, uint64_t, int64_t, int>, size_t> line_of;
+  for (size_t gi = 0; gi < d.groups.size(); ++gi) {
+    const Group& g = d.groups[gi];
+    std::string family = g.call.comm >= 0 ? job.comms[size_t(g.call.comm)].family : "";
+    bool p2p = g.call.call_flags & fmt::kCallP2p;
+    auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
+                               g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
+                               g.state == RankState::kInCall ? g.call.seq : 0, g.user_frame, int(g.basis));
+    auto [it, inserted] = line_of.emplace(key, lines.size());
+    if (inserted) lines.emplace_back();
+    ClassLine& l = lines[it->second];
+    l.groups.push_back(gi);
+    l.ranks.Merge(g.ranks);
+    l.waiting.Merge(g.waiting_for);
+    if (g.call.comm >= 0) l.comms.insert(job.comms[size_t(g.call.comm)].label);
+    l.in_call_s = std::max(l.in_call_s, g.in_call_s);
+    for (const std::string& h : g.hosts) {
+      if (l.hosts.size() < 8 && std::find(l.hosts.begin(), l.hosts.end(), h) == l.hosts.end()) l.hosts.push_back(h);
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const ClassLine& a, const ClassLine& b) { return a.ranks.Count() > b.ranks.Count(); });
+  for (ClassLine& l : lines) {
+    const Group& g = d.groups[l.groups.front()];
+    l.what = GroupWhat(job, g);
+    if (d.basis == "stacks" && g.state == RankState::kCompute) {
+      l.what = g.basis == Basis::kStacks ? "in no communication call"
+               : g.main_stack_unread     ? "not in a traced call; its main thread's stack not read"
+                                         : "not in a traced call; no stacks";
+      if (g.idle_frame >= 0 && g.basis == Basis::kStacks) l.what += ", in " + Shortened(job.frames[size_t(g.idle_frame)].Text());
+    } else if (d.basis == "stacks" && g.state == RankState::kInCall) {
+      l.what = "in " + job.names[g.call.name];
+    }
+    if (l.comms.size() > 1) {
+      const std::string& fam = job.comms[size_t(g.call.comm)].family;
+      l.what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " +
+               std::to_string(l.comms.size()) + " " + fam + " comms (" + *l.comms.begin() + ", ...)";
+    }
+  }
+  return lines;
+}
+
 std::string TextReport(const Job& job, const Diagnosis& d) {
   std::string out;
   // The first lines: verdict, culprits, coverage.
@@ -139,57 +183,14 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
                                        " only (untraced)") +
          (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
 
-  // Classes, biggest first. Classes of the same call on sibling
-  // communicators (dp0, dp1, ... at the same sequence number) share a line.
-  struct Line {
-    RankSet ranks, waiting;
-    const Group* first;
-    std::set<std::string> comms;
-    double in_call_s = 0;
-    std::vector<std::string> hosts;
-  };
-  std::vector<Line> lines;
-  std::map<std::tuple<int, uint16_t, std::string, uint64_t, int64_t, int>, size_t> line_of;
-  for (const Group& g : d.groups) {
-    std::string family = g.call.comm >= 0 ? job.comms[size_t(g.call.comm)].family : "";
-    bool p2p = g.call.call_flags & fmt::kCallP2p;
-    auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
-                               g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
-                               g.state == RankState::kInCall ? g.call.seq : 0, g.user_frame, int(g.basis));
-    auto [it, inserted] = line_of.emplace(key, lines.size());
-    if (inserted) lines.push_back(Line{{}, {}, &g, {}, 0, {}});
-    Line& l = lines[it->second];
-    l.ranks.Merge(g.ranks);
-    l.waiting.Merge(g.waiting_for);
-    if (g.call.comm >= 0) l.comms.insert(job.comms[size_t(g.call.comm)].label);
-    l.in_call_s = std::max(l.in_call_s, g.in_call_s);
-    for (const std::string& h : g.hosts) {
-      if (l.hosts.size() < 8 && std::find(l.hosts.begin(), l.hosts.end(), h) == l.hosts.end()) l.hosts.push_back(h);
-    }
-  }
-  std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.ranks.Count() > b.ranks.Count(); });
+  const std::vector<ClassLine> lines = ClassLines(job, d);
   out += "\nclasses (biggest first):\n";
   for (size_t i = 0; i < lines.size() && i < 40; ++i) {
-    const Line& l = lines[i];
-    const Group& g = *l.first;
+    const ClassLine& l = lines[i];
+    const Group& g = d.groups[l.groups.front()];
     char head[96];
-    snprintf(head, sizeof(head), "  %-24s %6zu  ", l.ranks.Named(18).c_str(),
-             l.ranks.Count());
-    std::string what = GroupWhat(job, g);
-    if (d.basis == "stacks" && g.state == RankState::kCompute) {
-      what = g.basis == Basis::kStacks ? "in no communication call"
-             : g.main_stack_unread     ? "not in a traced call; its main thread's stack not read"
-                                       : "not in a traced call; no stacks";
-      if (g.idle_frame >= 0 && g.basis == Basis::kStacks) what += ", in " + Shortened(job.frames[size_t(g.idle_frame)].Text());
-    } else if (d.basis == "stacks" && g.state == RankState::kInCall) {
-      what = "in " + job.names[g.call.name];
-    }
-    if (l.comms.size() > 1) {
-      const std::string& fam = job.comms[size_t(g.call.comm)].family;
-      what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " + std::to_string(l.comms.size()) +
-             " " + fam + " comms (" + *l.comms.begin() + ", ...)";
-    }
-    out += head + what;
+    snprintf(head, sizeof(head), "  %-24s %6zu  ", l.ranks.Named(18).c_str(), l.ranks.Count());
+    out += head + l.what;
     if (g.user_frame >= 0) out += " at " + job.frames[size_t(g.user_frame)].Text();
     if (g.state == RankState::kInCall && g.basis == Basis::kTrace) out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,20 @@ namespace hangtrace {
 // when it is a terminal and NO_COLOR is unset (https://no-color.org).
 std::string Colorize(const std::string& report);
 bool ColorWanted(int fd);
+
+// The classes as a person reads them, biggest first: the diagnosis's groups
+// of one call on sibling communicators (dp0, dp1, ... at the same sequence
+// number, alike in all else) folded into one. The text report's lines, the
+// wait-for graph's nodes and the page's classes.
+struct ClassLine {
+  RankSet ranks, waiting;
+  std::vector<size_t> groups;      // the Diagnosis::groups folded here; the first stands for them
+  std::set<std::string> comms;     // their communicators
+  double in_call_s = 0;            // the longest of theirs
+  std::vector<std::string> hosts;  // the first 8
+  std::string what;                // "in MPI_Allreduce #3 on 128 dp comms (dp0, ...)"
+};
+std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d);
 
 std::string TextReport(const Job& job, const Diagnosis& d);
 // JSON as text; strings from trace files that are not UTF-8 (a damaged

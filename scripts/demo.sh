@@ -46,7 +46,7 @@ build/bin/hangtrace dump --dir "$dir" --job demo --out "$dir/dump" 2>&1 | sed 's
 analyze() { build/bin/hangtrace analyze "$@" || [ $? = 3 ]; }
 
 step "4. the diagnosis, from the dump: hangtrace analyze $dir/dump"
-analyze "$dir/dump" --perfetto "$dir/trace.json" --graph "$dir/waits.svg" --dot "$dir/stacks.svg" | sed 's/^/   /'
+analyze "$dir/dump" --html "$dir/report.html" --perfetto "$dir/trace.json" --graph "$dir/waits.svg" --dot "$dir/stacks.svg" | sed 's/^/   /'
 analyze "$dir/dump" --format json > "$dir/report.json"
 
 step "5. tear the job down"
@@ -87,6 +87,7 @@ teardown
 trap - EXIT
 
 echo
+echo "the report as a page: $dir/report.html   (one file; opens offline in any browser)"
 echo "JSON report:     $dir/report.json"
 echo "Perfetto trace:  $dir/trace.json   (open in https://ui.perfetto.dev)"
 echo "wait-for graph:   $dir/waits.svg   (who waits for whom; the culprit in red)"

@@ -19,6 +19,7 @@ PACKAGES=(
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)
   slurmctld slurmd slurm-client munge tini iproute2  # the localhost SLURM cluster of the srun-dump test (ss: free ports)
   graphviz                                  # the pictures as SVG (--graph, --dot), and their render test
+  chromium chromium-driver python3-selenium # the HTML report's test in a real, headless browser
 )
 
 missing=()

@@ -280,6 +280,7 @@ TEST(Frames, TheUsersCodeIsToldFromLibrariesAndFromHangtracesOwn) {
       {py("/src/hangtrace/python/sitecustomize.py"), FrameOwner::kHangtrace},
       {native("/home/u/app/lmp_mpi", "main"), FrameOwner::kUser},
       {native("/home/u/app/libmine.so"), FrameOwner::kUser},
+      {native("/home/u/app/lmp_mpi", "_start"), FrameOwner::kLibrary},  // crt's, linked into the program
       {native("/usr/lib/x86_64-linux-gnu/libmpi.so.40"), FrameOwner::kLibrary},
       {native("/opt/openmpi-5/lib/libmpi.so.40"), FrameOwner::kLibrary},
       {native("/usr/bin/python3.11", "_PyEval_EvalFrameDefault"), FrameOwner::kLibrary},

@@ -214,6 +214,11 @@ auto_report_within() {
   [ "$(grep -c 'hangtrace: automatic report of job' job.out)" = 1 ] || fail "not exactly one automatic report"
   ! grep -q 'hangtrace: watchdog:' job.out || fail "watchdog lines per rank beside the report"
   cp "$(ls "$work"/report/*/round-*/report.json | head -1)" report.json
+  # The page beside it says the same verdict (its DOM is checked in a browser by tests/html/).
+  local page verdict
+  page=$(ls "$work"/report/*/round-*/report.html | head -1) || fail "no report.html beside the report"
+  verdict=$(python3 -c 'import json; print(json.load(open("report.json"))["verdict"])')
+  grep -q "<span class=\"verdict v-$verdict\">" "$page" || fail "report.html does not say the verdict $verdict"
   status=3
 }
 
