@@ -133,7 +133,11 @@ std::string JoinRound(int run) {
 // its exit status.
 int Dump(const std::string& dir, const std::string& job, const std::string& run, const std::string& out) {
   std::string stdout_text, stderr_text;
-  return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--run", run, "--no-stacks", "--quiet", "--out", out},
+  // The ranks' stacks are their own captures; their own processes that are
+  // no ranks (DataLoader workers) capture none, and are read from outside,
+  // by the rules every capture follows (docs/DUMP.md).
+  return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--run", run, "--no-stacks", "--child-stacks",
+                  "--quiet", "--out", out},
                  60, &stdout_text, &stderr_text);
 }
 

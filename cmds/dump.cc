@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -220,7 +221,41 @@ struct Target {
   bool python = false;  // its runtime saw a CPython interpreter, and captures stacks
   bool answered = false;  // it captured its own stacks on our request
   int64_t owner = -1;     // the uid its trace file must belong to
+  // A rank's own process that is no rank (a DataLoader's worker, a pool, a
+  // subprocess): the rank process it descends from, and its rank.
+  pid_t child_of = 0;
+  int32_t child_of_rank = -1;
 };
+
+// The ranks' own processes that are no ranks (a DataLoader's workers, a
+// multiprocessing pool, a subprocess the rank waits for), each a target
+// beside its rank: what a rank waits for may be one of them. Only the
+// rank's user's, as every process a dump reads. Returns how many.
+size_t AddChildProcesses(std::vector<Target>* targets) {
+  constexpr size_t kMostPerRank = 8;
+  const std::map<pid_t, pid_t> parents = ParentMap();
+  std::set<pid_t> known;
+  for (const Target& t : *targets) known.insert(t.pid);
+  const size_t ranks = targets->size();
+  size_t added = 0;
+  for (size_t i = 0; i < ranks; ++i) {
+    const Target parent = (*targets)[i];  // a copy: the vector grows below
+    if (parent.rank < 0 || parent.pid <= 0 || parent.live != Liveness::kRunning) continue;
+    const int64_t uid = ProcessUid(parent.pid);
+    for (pid_t c : ChildProcesses(parent.pid, parents, kMostPerRank)) {
+      if (!known.insert(c).second || ProcessUid(c) != uid) continue;
+      Target t;
+      t.pid = c;
+      t.live = Liveness::kRunning;
+      t.owner = uid;
+      t.child_of = parent.pid;
+      t.child_of_rank = parent.rank;
+      targets->push_back(t);
+      ++added;
+    }
+  }
+  return added;
+}
 
 // Asks every running traced CPython process for a capture round of its own
 // (its runtime's background thread answers within about 0.1 s, with Python
@@ -349,6 +384,13 @@ int DumpCommand(int argc, char** argv) {
                  "slurmstepd, torchrun) stands for its ranks")
       ->expected(-1);
   app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
+  bool no_children = false, child_stacks = false;
+  app.add_flag("--child-stacks", child_stacks,
+               "with --no-stacks: still read the stacks of the ranks' own processes that are no ranks, from "
+               "outside (they capture none of their own; what the automatic report uses)");
+  app.add_flag("--no-children", no_children,
+               "leave out the ranks' own processes that are no ranks (by default a rank's DataLoader workers, "
+               "pool and subprocesses are dumped beside it: a rank may wait for one of them)");
   app.add_flag("--full", full,
                "copy each trace file whole (its whole ring: for Perfetto timelines); by default a compact copy "
                "of about 64 KB per process: what the diagnosis needs, the newest records of each thread");
@@ -540,6 +582,13 @@ int DumpCommand(int argc, char** argv) {
     for (const Target& t : targets) known |= t.pid == pid;
     if (!known) targets.push_back(Target{pid, -1, -1, "", "", "", Liveness::kRunning, -1, false, false, ProcessUid(pid)});
   }
+  if (!no_children) {
+    const size_t children = AddChildProcesses(&targets);
+    if (!quiet && children) {
+      fprintf(stderr, "hangtrace dump: %s: %zu process(es) of the ranks' own that are no ranks (workers, "
+                      "subprocesses): dumped beside their ranks\n", host.c_str(), children);
+    }
+  }
   if (targets.empty()) {
     if (!find_error.empty()) fprintf(stderr, "hangtrace dump: %s\n", find_error.c_str());
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
@@ -586,7 +635,7 @@ int DumpCommand(int argc, char** argv) {
     if (!note.empty()) warnings.push_back(note);
   }
   std::vector<ProcessStacks> stacks(targets.size());
-  if (!no_stacks) {
+  if (!no_stacks || child_stacks) {
     StackOptions so;
     so.thread_timeout_ms = thread_timeout_ms;
     so.symbols = !no_symbols;
@@ -596,6 +645,7 @@ int DumpCommand(int argc, char** argv) {
       for (size_t i; (i = next.fetch_add(1)) < targets.size();) {
         const Target& t = targets[i];
         if (t.pid <= 0 || t.live == Liveness::kGone || t.live == Liveness::kZombie) continue;
+        if (no_stacks && !t.child_of) continue;  // --child-stacks: the children only
         stacks[i] = CaptureProcessStacks(t.pid, so);
       }
     };
@@ -642,6 +692,8 @@ int DumpCommand(int argc, char** argv) {
     p.rank_from = t.rank_from;
     p.trace = t.copy;
     p.liveness = t.live;
+    p.child_of = t.child_of;
+    p.child_of_rank = t.child_of_rank;
     p.heartbeat_age_s = t.heartbeat_age_s;
     p.state_before = std::string(1, ps.state_before);
     p.state_after = std::string(1, ps.state_after);

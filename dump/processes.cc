@@ -50,7 +50,8 @@ bool IsShell(const std::string& comm) {
   return comm == "sh" || comm == "bash" || comm == "dash" || comm == "zsh" || comm == "ksh";
 }
 
-// Every process of this machine: pid -> parent.
+}  // namespace
+
 std::map<pid_t, pid_t> ParentMap() {
   std::map<pid_t, pid_t> parents;
   DIR* d = opendir("/proc");
@@ -65,6 +66,29 @@ std::map<pid_t, pid_t> ParentMap() {
   closedir(d);
   return parents;
 }
+
+std::vector<pid_t> ChildProcesses(pid_t pid, const std::map<pid_t, pid_t>& parents, size_t most) {
+  constexpr int kDepth = 3;  // a worker's own helper, a shell's command
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& [p, parent] : parents) children[parent].push_back(p);
+  std::vector<pid_t> out, level = {pid};
+  for (int depth = 0; depth < kDepth && !level.empty() && out.size() < most; ++depth) {
+    std::vector<pid_t> next;
+    for (pid_t p : level) {
+      for (pid_t c : children[p]) {
+        // hangtrace's own (the automatic report's helper and its dumps) are
+        // not the program's.
+        if (Comm(c) == "hangtrace") continue;
+        if (out.size() < most) out.push_back(c);
+        next.push_back(c);
+      }
+    }
+    level = std::move(next);
+  }
+  return out;
+}
+
+namespace {
 
 // Of ranked processes, the topmost per rank: one whose parent is not a rank
 // of the same job. A shell that only runs the rank's program hands over to it.

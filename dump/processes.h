@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ std::vector<RankedProcess> RanksUnder(pid_t pid);
 // `owner` (the job's user; -1 unknown). `refused` counts the others.
 std::vector<RankedProcess> RanksOfSlurmJob(const std::string& job, const std::string& exclude_step,
                                            const std::string& node, int64_t owner, size_t* refused);
+
+// Every process of this machine: pid -> its parent's pid.
+std::map<pid_t, pid_t> ParentMap();
+
+// The processes below `pid` (its children, theirs, three levels down),
+// nearest first, at most `most`: a rank's DataLoader workers, a
+// multiprocessing pool, a subprocess it started and may wait for.
+// hangtrace's own processes (the automatic report's helper, a dump) are
+// left out.
+std::vector<pid_t> ChildProcesses(pid_t pid, const std::map<pid_t, pid_t>& parents, size_t most);
 
 // The trace file process `pid` has mapped (a *.htrace), "" when none.
 std::string MappedTraceFile(pid_t pid);

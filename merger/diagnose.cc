@@ -39,6 +39,18 @@ std::string PeerWord(const Job& job, int32_t comm, int32_t peer) {
 }
 }  // namespace
 
+std::string DescribeChild(const Job& job, const ChildProcess& c) {
+  std::string out = "pid " + std::to_string(c.pid) + " (" + (c.name.empty() ? "?" : c.name) +
+                    (c.state == "T" || c.state == "t" ? ", stopped" : c.state == "Z" ? ", a zombie" : "") + ")";
+  if (c.stacks.empty()) return out + ": its stacks were not read" + (c.error.empty() ? "" : " (" + c.error + ")");
+  std::string where;
+  if (c.user_frame >= 0) where += " at " + Shortened(job.frames[size_t(c.user_frame)].Text());
+  if (!c.call.empty()) where += ", in " + c.call;
+  else if (c.idle_frame >= 0 && c.idle_frame != c.user_frame) where += ", in " + Shortened(job.frames[size_t(c.idle_frame)].Text());
+  if (where.rfind(", ", 0) == 0) where = where.substr(1);
+  return out + ":" + where;
+}
+
 std::string DescribeCall(const Job& job, const CallPoint& c) {
   if (!c.valid) return "no traced call";
   std::string out = job.names[c.name];
@@ -96,7 +108,7 @@ Classes Classify(const Job& job) {
   // Ranks are together only where they really are alike: the same call,
   // communicator and sequence number, for point-to-point calls the same
   // peer and tag (two ranks receiving from different peers wait for
-  // different ranks), the same innermost Python frame, and the same
+  // different ranks), the same Python line (PlaceKey), and the same
   // evidence.
   using Key = std::tuple<int, uint16_t, int32_t, uint64_t, int32_t, int32_t, int64_t, int, bool>;
   std::map<Key, size_t> class_of_key;
@@ -108,8 +120,8 @@ Classes Classify(const Job& job) {
     const CallPoint& call = v.current;
     const bool p2p = IsP2p(call) || call.op == fmt::Op::kProbe;
     Key k = in ? Key{int(v.state), call.name, call.comm, call.seq, IsCollective(call) ? -1 : call.peer,
-                     p2p ? call.tag : 0, v.user_frame, int(v.basis), v.main_stack_unread}
-               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, v.user_frame, 0, v.main_stack_unread};
+                     p2p ? call.tag : 0, PlaceKey(job, v.user_frame), int(v.basis), v.main_stack_unread}
+               : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, PlaceKey(job, v.user_frame), 0, v.main_stack_unread};
     auto [it, inserted] = class_of_key.emplace(k, c.groups.size());
     if (inserted) {
       Group g;
@@ -126,6 +138,7 @@ Classes Classify(const Job& job) {
       if (g.ranks.Empty()) g.thread = v.call_thread;
       else if (g.thread != v.call_thread) g.thread.clear();
     }
+    if (!g.ranks.Empty() && g.user_frame != v.user_frame) g.user_frame = -1;  // not the same for all
     g.ranks.Add(v.rank);
     if (in) g.in_call_s = std::max(g.in_call_s, v.current.seconds);
     if (v.state == RankState::kCompute && v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
@@ -1152,6 +1165,23 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
     out.notes.push_back("note: " + std::to_string(others) + " other process(es) also claim " + claimed.Named(24) +
                         " (a wrapper shell, a child with the rank's environment); each rank is the process that "
                         "initialized the library (" + example + ")");
+  }
+  // A rank outside any call, or a culprit, with processes of its own that
+  // are no ranks (a DataLoader's workers, a pool, a subprocess): it may
+  // wait for one of them, so each is named where it is (the dump read them).
+  RankSet culprits;
+  for (const Culprit& c : out.culprits) culprits.Add(c.rank);
+  size_t said = 0;
+  for (const RankView& v : job.ranks) {
+    if (v.children.empty() || (v.state == RankState::kInCall && !culprits.Contains(v.rank))) continue;
+    if (++said > 8) break;
+    const size_t n = v.children.size();
+    std::string line = "rank " + std::to_string(v.rank) + " has " +
+                       (n == 1 ? std::string("a process of its own that is no rank: ")
+                               : std::to_string(n) + " processes of its own that are no ranks: ");
+    for (size_t i = 0; i < n && i < 3; ++i) line += (i ? "; " : "") + DescribeChild(job, v.children[i]);
+    if (n > 3) line += "; and " + std::to_string(n - 3) + " more";
+    out.notes.push_back(line);
   }
   for (const std::string& dup : job.duplicates) out.notes.push_back("note: " + dup);
 }

@@ -85,4 +85,8 @@ Diagnosis Diagnose(const Job& job, const Job* earlier = nullptr);
 // "MPI_Bcast #3 on split root 1": a call for people.
 std::string DescribeCall(const Job& job, const CallPoint& c);
 
+// "pid 853 (python3): at __getitem__ (train.py:117), in time.sleep": a
+// rank's own process that is no rank, where its main thread is.
+std::string DescribeChild(const Job& job, const ChildProcess& c);
+
 }  // namespace hangtrace

@@ -100,7 +100,7 @@ nlohmann::json ClassesJson(const Job& job, const Diagnosis& d, const ClassWaits&
                         {"culprits", w.culprits.Empty() ? "" : w.CulpritsOf(i).ToString()}};
     if (g.state == RankState::kInCall && g.in_call_s > 0) o["for_s"] = l.in_call_s;
     if (g.state == RankState::kCompute && g.outside_s > 0) o["for_s"] = g.outside_s;
-    if (g.user_frame >= 0) o["place"] = Shortened(job.frames[size_t(g.user_frame)].Text());
+    if (l.user_frame >= 0) o["place"] = Shortened(job.frames[size_t(l.user_frame)].Text());
     if (i < w.shown) o["label"] = ClassText(job, d, l);
     out.push_back(std::move(o));
   }

@@ -119,6 +119,23 @@ struct ThreadStack {
   std::string lock_file;
 };
 
+// A rank's own process that is no rank, as a dump found it (a DataLoader's
+// worker, a multiprocessing pool, a subprocess): what the rank may wait for.
+struct ChildProcess {
+  int32_t pid = 0;
+  std::string name;       // its program, from its command line ("python3")
+  std::string cmdline;
+  std::string state;      // /proc state when dumped ("S", "R", "T", ...)
+  std::string error;      // why its stacks could not be read, if so
+  std::vector<ThreadStack> stacks;
+  // Decided with the ranks' stacks (FinishStacks): where its main thread
+  // is: the innermost frame of the user's code, the communication or
+  // waiting call its stacks show ("" none), else its innermost named frame.
+  int64_t user_frame = -1;
+  std::string call;
+  int64_t idle_frame = -1;
+};
+
 // One rank: the facts its file (and a dump) give, read by the loader's
 // stages, and its state, decided once from them (DecideRankStates).
 struct RankView {
@@ -212,6 +229,8 @@ struct RankView {
   // Other processes that claimed this rank (a child that inherited its
   // environment, a wrapper shell): shown beside it, never instead of it.
   std::vector<std::string> also;
+  // Its own processes that are no ranks (ChildProcess), when a dump took them.
+  std::vector<ChildProcess> children;
 
   uint64_t Entered(int32_t comm) const {
     for (const auto& [c, n] : entered) {
@@ -350,6 +369,18 @@ struct Job {
   // The world ranks of a communicator's members that are in the job.
   std::vector<int32_t> Members(int32_t comm) const;
 };
+
+// What tells classes of ranks apart by place (RankView::user_frame): a
+// Python frame, the program's line a Python rank waits at, which CPython's
+// own structures give whole; -1 for a native one, which a stack read
+// partly may lack: ranks are not split on it, and their class shows it
+// only when all of them agree.
+inline int64_t PlaceKey(const Job& job, int64_t user_frame) {
+  return user_frame >= 0 && size_t(user_frame) < job.frames.size() &&
+                 job.frames[size_t(user_frame)].lang == Frame::Lang::kPython
+             ? user_frame
+             : -1;
+}
 
 // The most ranks a job may have, ten times the largest jobs hangtrace is
 // built for. A file claiming more is damaged or crafted: the analysis keeps

@@ -112,6 +112,7 @@ json NodeToJson(const NodeDump& n) {
               {"seconds", p.seconds}};
     if (!p.python_version.empty()) o["python"] = {{"version", p.python_version}, {"error", p.python_error}};
     if (!p.cmdline.empty()) o["cmdline"] = p.cmdline;
+    if (p.child_of) o["child_of"] = {{"pid", p.child_of}, {"rank", p.child_of_rank}};
     o["threads"] = json::array();
     for (const NodeThread& t : p.threads) {
       json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
@@ -174,6 +175,10 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
       p.error = o.value("error", "");
       p.cmdline = o.value("cmdline", "");
       p.seconds = o.value("seconds", 0.0);
+      if (o.contains("child_of") && o["child_of"].is_object()) {
+        p.child_of = o["child_of"].value("pid", 0);
+        p.child_of_rank = o["child_of"].value("rank", -1);
+      }
       if (o.contains("python") && o["python"].is_object()) {
         p.python_version = o["python"].value("version", "");
         p.python_error = o["python"].value("error", "");
@@ -222,6 +227,7 @@ bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error)
 
 std::string ProcessStacksText(const NodeProcess& p) {
   std::string out = "Process " + std::to_string(p.pid) + ": " + p.cmdline + "\n";
+  if (p.child_of) out += "(a process of rank " + std::to_string(p.child_of_rank) + "'s, pid " + std::to_string(p.child_of) + ")\n";
   if (!p.python_version.empty()) out += "Python v" + p.python_version + "\n";
   if (!p.error.empty()) out += "(" + p.error + ")\n";
   for (const NodeThread& th : p.threads) {

@@ -52,6 +52,11 @@ struct NodeProcess {
   double seconds = 0;
   std::string python_version, python_error;
   std::string cmdline;      // its command line, as /proc showed it
+  // A rank's own process that is no rank (a DataLoader's worker, a
+  // subprocess): the pid of the rank process it descends from, and that
+  // rank (0 and -1: none).
+  int32_t child_of = 0;
+  int32_t child_of_rank = -1;
   std::vector<NodeThread> threads;
   bool HasPythonFrames() const;
 };

@@ -62,7 +62,7 @@ std::string ClassText(const Job& job, const Diagnosis& d, const ClassLine& l) {
       break;
     default: out += RankStateName(g.state); break;
   }
-  if (g.user_frame >= 0) out += "\nat " + Shortened(job.frames[size_t(g.user_frame)].Text());
+  if (l.user_frame >= 0) out += "\nat " + Shortened(job.frames[size_t(l.user_frame)].Text());
   return out;
 }
 

@@ -119,6 +119,54 @@ std::pair<std::string, std::string> SplitVerdict(const std::string& summary) {
 }
 }  // namespace
 
+namespace {
+
+// The ranks' own processes that are no ranks, alike ones on one line, and
+// the main-thread stacks of those of the ranks a person looks at first (a
+// culprit, or a rank outside any call: it may wait for them).
+std::string ChildrenText(const Job& job, const Diagnosis& d) {
+  std::map<std::string, std::pair<RankSet, std::vector<int32_t>>> alike;  // where -> (ranks, pids)
+  std::vector<std::string> order;
+  RankSet culprits;
+  for (const Culprit& c : d.culprits) culprits.Add(c.rank);
+  std::string stacks;
+  size_t shown = 0;
+  for (const RankView& v : job.ranks) {
+    for (const ChildProcess& c : v.children) {
+      const std::string text = DescribeChild(job, c);
+      const std::string where = text.substr(text.find(" (") + 1);  // "(python3): at ...", without its pid
+      auto [it, added] = alike.try_emplace(where);
+      if (added) order.push_back(where);
+      it->second.first.Add(v.rank);
+      it->second.second.push_back(c.pid);
+      const bool look = culprits.Contains(v.rank) || v.state != RankState::kInCall;
+      if (!look || c.stacks.empty() || shown >= 2) continue;
+      ++shown;
+      const ThreadStack* main_thread = &c.stacks.front();
+      for (const ThreadStack& t : c.stacks) {
+        if (t.tid == uint32_t(c.pid)) main_thread = &t;
+      }
+      stacks += "  pid " + std::to_string(c.pid) + " of rank " + std::to_string(v.rank) + ", its main thread:\n";
+      for (size_t i = 0; i < main_thread->frames.size() && i < 16; ++i) {
+        stacks += "    " + Shortened(job.frames[main_thread->frames[i]].Text()) + "\n";
+      }
+      if (main_thread->frames.size() > 16) stacks += "    ... " + std::to_string(main_thread->frames.size() - 16) + " more\n";
+    }
+  }
+  if (order.empty()) return "";
+  std::string out = "\nprocesses of the ranks' own that are no ranks (workers, pools, subprocesses):\n";
+  for (size_t i = 0; i < order.size() && i < 20; ++i) {
+    const auto& [ranks, pids] = alike[order[i]];
+    out += "  " + ranks.Named(24) + ": " +
+           (pids.size() == 1 ? "pid " + std::to_string(pids[0]) : std::to_string(pids.size()) + " processes") + " " +
+           order[i] + "\n";
+  }
+  if (order.size() > 20) out += "  ... " + std::to_string(order.size() - 20) + " more (--format json lists all)\n";
+  return out + stacks;
+}
+
+}  // namespace
+
 std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d) {
   std::vector<ClassLine> lines;
   std::map<std::tuple<int, uint16_t, std::string, uint64_t, int64_t, int>, size_t> line_of;
@@ -128,10 +176,11 @@ std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d) {
     bool p2p = g.call.call_flags & fmt::kCallP2p;
     auto key = std::make_tuple(int(g.state), g.state == RankState::kInCall ? g.call.name : uint16_t(0),
                                g.state == RankState::kInCall && !p2p ? family : std::to_string(lines.size()),
-                               g.state == RankState::kInCall ? g.call.seq : 0, g.user_frame, int(g.basis));
+                               g.state == RankState::kInCall ? g.call.seq : 0, PlaceKey(job, g.user_frame), int(g.basis));
     auto [it, inserted] = line_of.emplace(key, lines.size());
     if (inserted) lines.emplace_back();
     ClassLine& l = lines[it->second];
+    l.user_frame = l.groups.empty() || l.user_frame == g.user_frame ? g.user_frame : -1;  // the same for all, or none
     l.groups.push_back(gi);
     l.ranks.Merge(g.ranks);
     l.waiting.Merge(g.waiting_for);
@@ -191,7 +240,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     char head[96];
     snprintf(head, sizeof(head), "  %-24s %6zu  ", l.ranks.Named(18).c_str(), l.ranks.Count());
     out += head + l.what;
-    if (g.user_frame >= 0) out += " at " + job.frames[size_t(g.user_frame)].Text();
+    if (l.user_frame >= 0) out += " at " + job.frames[size_t(l.user_frame)].Text();
     if (g.state == RankState::kInCall && g.basis == Basis::kTrace) out += ", for " + Seconds(l.in_call_s);
     if (!l.waiting.Empty()) out += ", waiting for " + l.waiting.Brief(24);
     if (!l.hosts.empty()) out += "  [" + Join(l.hosts, ",") + (l.hosts.size() >= 8 ? ",..." : "") + "]";
@@ -225,6 +274,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     }
   }
   if (!pending.empty()) out += "\nnonblocking calls never completed:\n  " + Join(pending, "\n  ") + "\n";
+  out += ChildrenText(job, d);
   if (HasStacks(job)) out += "\nstacks, merged (ranks per frame):\n" + StackTreeText(MergeStacks(job));
   out += "\nread " + std::to_string(job.files) + " trace files, " + std::to_string(job.records) + " records\n";
   if (!job.warnings.empty()) {
@@ -321,6 +371,28 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
   std::sort(order.begin(), order.end(), [](const Distinct& a, const Distinct& b) {
     return std::tie(a.lowest, b.count, a.text) < std::tie(b.lowest, a.count, b.text);
   });
+  j["children"] = json::array();
+  RankSet culprits;
+  for (const Culprit& c : d.culprits) culprits.Add(c.rank);
+  for (const RankView& v : job.ranks) {
+    // Stacks for the children of the ranks that may wait for them; where
+    // the others are, in a line each (a job of thousands of ranks has
+    // thousands of DataLoader workers).
+    const bool look = culprits.Contains(v.rank) || v.state != RankState::kInCall;
+    for (const ChildProcess& c : v.children) {
+      json o = {{"rank", v.rank}, {"pid", c.pid}, {"name", c.name}, {"cmdline", c.cmdline}, {"state", c.state},
+                {"where", DescribeChild(job, c)}, {"call", c.call}};
+      if (c.user_frame >= 0) o["user_frame"] = FrameToJson(job.frames[size_t(c.user_frame)]);
+      o["threads"] = json::array();
+      for (const ThreadStack& t : c.stacks) {
+        if (!look) break;
+        json fs = json::array();
+        for (uint32_t id : t.frames) fs.push_back(FrameToJson(job.frames[id]));
+        o["threads"].push_back({{"tid", t.tid}, {"name", t.name}, {"frames", fs}});
+      }
+      j["children"].push_back(std::move(o));
+    }
+  }
   j["stacks"] = json::array();
   for (const Distinct& d : order) {
     const auto& [frames, ranks] = *d.entry;

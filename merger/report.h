@@ -28,6 +28,7 @@ struct ClassLine {
   std::vector<size_t> groups;      // the Diagnosis::groups folded here; the first stands for them
   std::set<std::string> comms;     // their communicators
   double in_call_s = 0;            // the longest of theirs
+  int64_t user_frame = -1;         // their place in the program, when the same for all
   std::vector<std::string> hosts;  // the first 8
   std::string what;                // "in MPI_Allreduce #3 on 128 dp comms (dp0, ...)"
 };

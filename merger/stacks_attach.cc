@@ -84,7 +84,14 @@ void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
       NodeDump node;
       std::string error;
       if (!ReadNodeDump(folder, &node, &error)) continue;  // said by the loader of its trace files
+      // A rank's own processes that are no ranks go to their rank, once
+      // every rank of the node has its place.
+      std::vector<const NodeProcess*> children;
       for (const NodeProcess& np : node.processes) {
+        if (np.child_of) {
+          children.push_back(&np);
+          continue;
+        }
         if (!np.trace.empty()) continue;
         const std::string where = folder + "/" + kNodeFile + ": pid " + std::to_string(np.pid);
         if (np.rank < 0) {
@@ -124,6 +131,22 @@ void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
           if (!th.frames.empty()) v.stacks.push_back(FromNode(job, th));
         }
         slot = std::move(v);
+      }
+      for (const NodeProcess* np : children) {
+        if (np->child_of_rank < 0 || np->child_of_rank >= job->world_size) continue;
+        RankView& parent = job->ranks[size_t(np->child_of_rank)];
+        if (parent.pid != np->child_of) continue;  // of a process that is not the rank's (a claimant's)
+        ChildProcess c;
+        c.pid = np->pid;
+        c.cmdline = np->cmdline;
+        c.name = c.cmdline.substr(0, c.cmdline.find(' '));
+        c.name = c.name.substr(c.name.find_last_of('/') + 1);
+        c.state = np->state_before;
+        c.error = np->error;
+        for (const NodeThread& th : np->threads) {
+          if (!th.frames.empty()) c.stacks.push_back(FromNode(job, th));
+        }
+        parent.children.push_back(std::move(c));
       }
     }
   }
@@ -182,11 +205,15 @@ void FinishStacks(Job* job) {
   for (size_t i = 0; i < job->frames.size(); ++i) {
     hook[i] = job->frames[i].lang == Frame::Lang::kPython && job->owners.Of(job->frames[i]) == FrameOwner::kHangtrace;
   }
-  for (RankView& v : job->ranks) {
-    for (ThreadStack& t : v.stacks) {
+  auto unhook = [&](std::vector<ThreadStack>& stacks) {
+    for (ThreadStack& t : stacks) {
       t.frames.erase(std::remove_if(t.frames.begin(), t.frames.end(), [&](uint32_t id) { return hook[id]; }),
                      t.frames.end());
     }
+  };
+  for (RankView& v : job->ranks) {
+    unhook(v.stacks);
+    for (ChildProcess& c : v.children) unhook(c.stacks);
   }
   const StackCalls calls(*job);  // each distinct frame read once
   for (RankView& v : job->ranks) {
@@ -250,6 +277,21 @@ void FinishStacks(Job* job) {
       if (job->owners.Of(f) == FrameOwner::kUser) v.user_frame = in->frames[i];
     }
     if (v.user_frame < 0) v.user_frame = innermost_python;
+    // Its own processes: where each one's main thread is.
+    for (ChildProcess& c : v.children) {
+      const ThreadStack* main_thread = nullptr;
+      for (const ThreadStack& t : c.stacks) {
+        if (!main_thread || t.tid == uint32_t(c.pid)) main_thread = &t;
+      }
+      if (!main_thread) continue;
+      const StackCall call = calls.Find(*main_thread);
+      if (call.kind != StackCallKind::kNone) c.call = call.name;
+      for (uint32_t id : main_thread->frames) {
+        const Frame& f = job->frames[id];
+        if (c.idle_frame < 0 && !f.func.empty()) c.idle_frame = id;
+        if (c.user_frame < 0 && job->owners.Of(f) == FrameOwner::kUser) c.user_frame = id;
+      }
+    }
   }
 }
 

@@ -50,7 +50,8 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     (v.from_stacks ? d.from_stacks : d.with_trace).Add(v.rank);
     const bool in = v.state == RankState::kInCall;
     const auto key =
-        std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), v.user_frame, int(v.basis), v.main_stack_unread);
+        std::make_tuple(int(v.state), in ? v.current.name : uint16_t(0), PlaceKey(job, v.user_frame), int(v.basis),
+                        v.main_stack_unread);
     auto [it, fresh] = index.emplace(key, d.groups.size());
     if (fresh) {
       Group g;
@@ -67,6 +68,7 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       if (g.ranks.Empty()) g.thread = v.call_thread;
       else if (g.thread != v.call_thread) g.thread.clear();
     }
+    if (!g.ranks.Empty() && g.user_frame != v.user_frame) g.user_frame = -1;  // not the same for all
     g.ranks.Add(v.rank);
     if (v.idle_frame >= 0) ++idle_votes[it->second][v.idle_frame];
     if (std::find(g.hosts.begin(), g.hosts.end(), v.host) == g.hosts.end() && g.hosts.size() < 8) g.hosts.push_back(v.host);

@@ -493,10 +493,34 @@ TEST(Classes, RanksAtAnotherTagOrPythonLineAreAnotherClass) {
   b.job.ranks[3].current.tag = 1;  // rank 1 waits for tag 0, rank 3 for tag 1
   b.InColl(0, "MPI_Allreduce", 2);
   b.InColl(2, "MPI_Allreduce", 2);
-  b.job.ranks[2].user_frame = 7;  // another line of the program
+  Frame line;
+  line.lang = Frame::Lang::kPython, line.func = "train_step", line.file = "/home/u/train.py", line.line = 212;
+  b.job.ranks[2].user_frame = b.job.InternFrame(line);  // another line of the program
   Classes c = Classify(b.job);
   EXPECT_NE(c.class_of[1], c.class_of[3]);
   EXPECT_NE(c.class_of[0], c.class_of[2]);
+}
+
+TEST(Classes, ANativePlaceSplitsNoClassAndIsShownOnlyWhenAllAgree) {
+  // A native stack read partly (from two registers) may lack the program's
+  // frame: ranks in one call are one class whatever their native place, and
+  // the class names a place only when every rank of it is there.
+  JobBuilder b(4);
+  for (int r = 0; r < 4; ++r) b.InColl(r, "MPI_Allreduce", 2);
+  Frame main_line;
+  main_line.func = "main", main_line.module = "/home/u/app", main_line.file = "app.c", main_line.line = 40;
+  Frame other_line = main_line;
+  other_line.line = 52, other_line.offset = 0x80;
+  const int64_t at40 = b.job.InternFrame(main_line), at52 = b.job.InternFrame(other_line);
+  for (int r : {0, 1}) b.job.ranks[size_t(r)].user_frame = at40;
+  b.job.ranks[2].user_frame = at52;  // rank 3's place was not read
+  Classes c = Classify(b.job);
+  ASSERT_EQ(c.groups.size(), 1u);
+  EXPECT_EQ(c.groups[0].ranks.Count(), 4u);
+  EXPECT_EQ(c.groups[0].user_frame, -1) << "a place that not every rank shares is said of none";
+  b.job.ranks[2].user_frame = at40;
+  b.job.ranks[3].user_frame = at40;
+  EXPECT_EQ(Classify(b.job).groups[0].user_frame, at40);
 }
 
 // --- what stacks say -----------------------------------------------------------------------

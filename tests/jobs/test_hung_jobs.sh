@@ -36,6 +36,11 @@
 #                         the culprit, process group and sequence number
 #                         (ddp, lock: with the stacks the runtime captures
 #                         of a rank in no traced call); skip with a dump too
+#   torch-loader          torch_hang.py loader untraced: rank 2's DataLoader
+#                         worker sleeps for good in __getitem__; the dump takes
+#                         every rank's worker beside it, and the report names
+#                         rank 2's with its line and shows its stack
+#   auto-torch-loader     the same traced, from the automatic report
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
 #   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
 #                         no-hang, and name the sleeping rank
@@ -168,7 +173,8 @@ dump_launcher() {  # hangtrace dump -p <launcher pid> into $1
 }
 # check KEY=VALUE ...: verdict=V, culprits=0,2 (exactly), exit=N, note=TEXT
 # (in a note), summary=TEXT (in the summary), op:RANKS=OP (the class of
-# those ranks), notverdict=V, why:RANK=TEXT (in that culprit's reason).
+# those ranks), notverdict=V, why:RANK=TEXT (in that culprit's reason),
+# child:RANK=TEXT (a process of that rank's own, no rank, is there).
 check() {
   python3 - "$status" "$@" <<'EOF' || fail "the report is not what the job did"
 import json, sys
@@ -191,6 +197,10 @@ for c in checks:
         g = [g for g in j["groups"] if g["ranks"] == ranks]
         if not g: bad.append(f"no class of ranks {ranks}")
         elif g[0]["op"] != want: bad.append(f"ranks {ranks}: op {g[0]['op']}, want {want}")
+    if key.startswith("child:"):
+        r = int(key[6:])
+        if not any(c["rank"] == r and want in c["where"] for c in j.get("children", [])):
+            bad.append(f"no process of rank {r}'s own at {want!r}: {[c['where'] for c in j.get('children', [])]}")
     if key.startswith("why:"):
         r = int(key[4:])
         k = [c for c in j["culprits"] if c["rank"] == r]
@@ -325,6 +335,28 @@ case "$scenario" in
     job_ended 20 || fail "the job did not end"
     analyze "$work/traces/job"
     check verdict=hang exit=3 culprits=3 why:3="never entered MPI_Bcast" why:3="seed_hang.py:" note="the job has ended"
+    ;;
+  torch-loader | auto-torch-loader)
+    # Rank 2 waits for its DataLoader worker, which sleeps for good in the
+    # dataset's __getitem__; the others wait in the batch's all-reduce. The
+    # worker is dumped beside its rank and named with its line.
+    torch_scenario=loader
+    if [ "$scenario" = torch-loader ]; then
+      torch_job
+      dump_launcher "$work/dump"
+      grep -q "of the ranks' own that are no ranks" dump.err || fail "the dump did not take the ranks' workers: $(cat dump.err)"
+      analyze "$work/dump"
+    else
+      torch_job "${auto[@]}" $(traced)
+      since=$(date +%s.%N)
+      auto_report_within 13
+      grep -q "processes of its own\|process of its own" job.out || fail "the report in the log does not name rank 2's worker"
+    fi
+    check verdict=hang exit=3 culprits=2 child:2="__getitem__ (torch_hang.py:" note="of its own that is no rank"
+    if [ "$scenario" = torch-loader ]; then
+      grep -q "processes of the ranks' own that are no ranks" report.txt || fail "the text report lists no worker"
+      grep -A40 "processes of the ranks' own" report.txt | grep -q "__getitem__" || fail "the worker's stack is not shown"
+    fi
     ;;
   torch-skip | torch-barrier | torch-ddp | torch-p2p | torch-lock)
     torch_scenario=${scenario#torch-}

@@ -23,6 +23,9 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   slow       rank 1 sleeps 20 s in step 1, then every rank finishes
   object     an object collective skipped: rank 2 goes on to the barrier
              while the others share a Python object (broadcast_object_list)
+  loader     a DataLoader whose worker process blocks for good in rank 2's
+             dataset (__getitem__): rank 2 waits for its worker, the others
+             in the all-reduce of the batch rank 2 never gets
 Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
 ddp: rank 1; abort: never, it ends).
 """
@@ -104,6 +107,22 @@ def main():
         if rank != 2:
             dist.broadcast_object_list(config, src=0)
         dist.barrier()
+    elif scenario == "loader":
+        class Samples(torch.utils.data.Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                if rank == 2 and i >= 4:
+                    while True:  # a read that never returns (a stuck file system)
+                        time.sleep(1)
+                return torch.ones(8) * i
+
+        loader = torch.utils.data.DataLoader(Samples(), batch_size=2, num_workers=1)
+        for n, batch in enumerate(loader):
+            if n == 2:
+                hung(who=1)  # rank 2 never gets its third batch
+            dist.all_reduce(batch)
     elif scenario == "slow":
         for step in range(3):
             if step == 1:
