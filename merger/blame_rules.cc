@@ -60,6 +60,7 @@ void DiedFirstBlame(BlameContext& ctx, int) {
 // not (it is in no cycle with a rank that has finished).
 
 std::string WildcardRace(const Job& job, const RankView& v);  // below, with the point-to-point rules
+std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender);  // below
 
 bool FinishedApplies(const BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);
@@ -86,6 +87,15 @@ void FinishedBlame(BlameContext& ctx, int comp) {
       const CallPoint* owed = waited ? waited : &w.current;
       const std::string call =
           DescribeCall(ctx.job, *owed) + (owed == &w.current ? "" : " (in " + DescribeCall(ctx.job, w.current) + ")");
+      // A message it sent that the waiter's receive does not match (another
+      // tag, communicator or source): it did send, and went on; the two
+      // disagree, and nothing says which strayed: both are named.
+      int32_t sender = -1;
+      if (const std::string mismatch = MessageMismatch(ctx.job, w, &sender); !mismatch.empty() && sender == r) {
+        why = mismatch + "; then rank " + std::to_string(r) + " finished (in MPI_Finalize)";
+        ctx.Blame(w.rank, why);
+        break;
+      }
       why = IsCollective(*owed) ? "finished (in MPI_Finalize) without entering what " + waiter + " waits in: " + call
             : owed->op == fmt::Op::kSend ? "finished (in MPI_Finalize) without receiving what " + waiter +
                                                " sends it: " + call
@@ -337,7 +347,6 @@ void LockCycleBlame(BlameContext& ctx, int comp) {
 // waits for a receive that does not match it (a synchronous or rendezvous
 // send), and the two disagree on the envelope; both are named, no deadlock.
 
-std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender);  // below
 
 // --- a cycle of receives ------------------------------------------------------------------------
 // Every rank of a cycle waits for messages, and for all of them (a blocking

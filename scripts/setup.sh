@@ -14,6 +14,7 @@ PACKAGES=(
   python3-minimal                           # generates the wrappers from interpose/*.spec
   python3-mpi4py                            # the Python (mpi4py) jobs of the tests
   python3-torch                             # torch.distributed (gloo) jobs of the tests
+  python3-h5py-mpi                          # h5py with the mpio driver (MPI-IO) jobs of the tests
   gfortran mpich libmpich-dev               # Fortran MPI programs, and programs built with MPICH
   hpcc netpipe-openmpi netpipe-mpich2 elk-lapw lammps gromacs  # real MPI applications the tests run
   libamdhip64-dev                           # HIP headers: the HIP wrappers (CUDA/NCCL come from /usr/local/cuda)

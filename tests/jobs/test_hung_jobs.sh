@@ -41,6 +41,9 @@
 #                         every rank's worker beside it, and the report names
 #                         rank 2's with its line and shows its stack
 #   auto-torch-loader     the same traced, from the automatic report
+#   h5py-skip             tests/python/h5py_hang.py (h5py, mpio driver) untraced:
+#                         rank 2 skips a collective create_dataset; every
+#                         rank is placed at the program's own line
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
 #   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
 #                         no-hang, and name the sleeping rank
@@ -335,6 +338,19 @@ case "$scenario" in
     job_ended 20 || fail "the job did not end"
     analyze "$work/traces/job"
     check verdict=hang exit=3 culprits=3 why:3="never entered MPI_Bcast" why:3="seed_hang.py:" note="the job has ended"
+    ;;
+  h5py-skip)
+    # Ranks hung inside h5py (mpio driver): each rank's place is the
+    # program's own line, not h5py's code below it.
+    need python3 python3-h5py-mpi
+    /usr/bin/python3 -c "import h5py; assert h5py.get_config().mpi" 2> /dev/null || skip "h5py has no MPI (python3-h5py-mpi)"
+    start mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/h5py_hang.py" "$work/checkpoint.h5"
+    wait_for 600 says hung || fail "the job never got in place"
+    sleep 2
+    dump_launcher "$work/dump"
+    analyze "$work/dump"
+    check verdict=hang exit=3 summary="at main (h5py_hang.py:"
+    ! sed -n '/^classes/,/^$/p' report.txt | grep -q "h5py/" || fail "a class is placed in h5py's code, not the program's"
     ;;
   torch-loader | auto-torch-loader)
     # Rank 2 waits for its DataLoader worker, which sleeps for good in the

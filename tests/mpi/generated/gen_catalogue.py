@@ -371,34 +371,43 @@ def send_unreceived():
 def envelope_mismatch():
     """A message is sent and a receive waits, but they disagree on the tag,
     the source or the communicator: both sides are named, with what was sent
-    and what is awaited."""
+    and what is awaited. A send that completes alone (small, eager) lets its
+    sender go on: to the final barrier, or to MPI_Finalize (the send is in
+    the trace, so the sender did not finish without sending: the envelope
+    differs)."""
     sends = ["send", "ssend", "bsend", "isend_wait", "issend_wait", "send_init"]
     recvs = ["recv", "irecv_wait", "irecv_waitany", "irecv_test", "probe", "mprobe", "recv_init"]
     for kind in ("tag", "source", "comm"):
         for sform in sends if kind == "tag" else ["send", "issend_wait"]:
             for rform in recvs:
-                np_ = 3 if kind == "source" else 2
-                name = "%s_mismatch_%s_%s" % (kind, sform, rform)
-                send_comm, recv_comm, recv_src, recv_tag = "MPI_COMM_WORLD", "MPI_COMM_WORLD", 0, 0
-                if kind == "tag":
-                    recv_tag = 1
-                    story = "Rank 0 sends tag 0 to rank 1 (%s); rank 1 waits for tag 1 (%s)."
-                elif kind == "source":
-                    recv_src = 2
-                    story = "Rank 0 sends to rank 1 (%s); rank 1 waits for a message from rank 2 (%s)."
-                else:
-                    send_comm = "dup"
-                    story = "Rank 0 sends to rank 1 on a duplicate of world (%s); rank 1 waits on world (%s)."
-                p = Program(kind + "-mismatch", name, np_, story % (sform, rform))
-                p.branch("rank == 0", SEND_FORMS[sform][1].format(peer=1, tag=0, comm=send_comm))
-                p.branch("rank == 1", RECV_FORMS[rform][1].format(peer=recv_src, tag=recv_tag, comm=recv_comm))
-                sender = SEND_FORMS[sform][0] if send_waits_for_receiver(sform, SMALL) else "MPI_Barrier"
-                ops = {0: sender, 1: RECV_FORMS[rform][0]}
-                if np_ == 3:
-                    ops[2] = "MPI_Barrier"
-                word = {"tag": "tag mismatch", "source": "source mismatch", "comm": "communicator mismatch"}[kind]
-                p.set_truth("hang", [0, 1], ops, word)
-                yield p
+                for then in ("barrier", "finish"):
+                    if then == "finish" and send_waits_for_receiver(sform, SMALL):
+                        continue  # the sender stays in its send: the barrier case
+                    np_ = 3 if kind == "source" else 2
+                    name = "%s_mismatch_%s_%s" % (kind, sform, rform) + ("_then_finish" if then == "finish" else "")
+                    send_comm, recv_comm, recv_src, recv_tag = "MPI_COMM_WORLD", "MPI_COMM_WORLD", 0, 0
+                    if kind == "tag":
+                        recv_tag = 1
+                        story = "Rank 0 sends tag 0 to rank 1 (%s); rank 1 waits for tag 1 (%s)."
+                    elif kind == "source":
+                        recv_src = 2
+                        story = "Rank 0 sends to rank 1 (%s); rank 1 waits for a message from rank 2 (%s)."
+                    else:
+                        send_comm = "dup"
+                        story = "Rank 0 sends to rank 1 on a duplicate of world (%s); rank 1 waits on world (%s)."
+                    if then == "finish":
+                        story += " Rank 0 then finishes."
+                    p = Program(kind + "-mismatch", name, np_, story % (sform, rform))
+                    send = SEND_FORMS[sform][1].format(peer=1, tag=0, comm=send_comm)
+                    p.branch("rank == 0", send + ("\n    " + ACTIONS["finish"][1] if then == "finish" else ""))
+                    p.branch("rank == 1", RECV_FORMS[rform][1].format(peer=recv_src, tag=recv_tag, comm=recv_comm))
+                    sender = SEND_FORMS[sform][0] if send_waits_for_receiver(sform, SMALL) else ACTIONS[then][0]
+                    ops = {0: sender, 1: RECV_FORMS[rform][0]}
+                    if np_ == 3:
+                        ops[2] = "MPI_Barrier"
+                    word = {"tag": "tag mismatch", "source": "source mismatch", "comm": "communicator mismatch"}[kind]
+                    p.set_truth("hang", [0, 1], ops, word)
+                    yield p
 
 
 def cycles():
