@@ -223,6 +223,36 @@ void NoRankCallBlame(BlameContext& ctx, int comp) {
   }
 }
 
+// --- polls for nobody ---------------------------------------------------------------------------
+// Waited for, and polling in a loop (MPI_Iprobe, MPI_Test: calls that
+// return at once, recorded as one wait while they find nothing) for no rank
+// it names: a server loop probing MPI_ANY_SOURCE. It runs, and never
+// entered what the others wait for in: the culprit, not a call stuck below
+// MPI.
+
+bool IsPoll(const CallPoint& c) {
+  return c.valid && !c.from_stacks && !(c.call_flags & fmt::kCallBlocking) &&
+         (c.op == fmt::Op::kProbe || c.op == fmt::Op::kWait);
+}
+
+bool PollsForNobodyApplies(const BlameContext& ctx, int comp) {
+  const Group& k = OnlyClass(ctx, comp);
+  if (ctx.comps.cyclic[size_t(comp)] || !InCall(k) || !IsPoll(k.call)) return false;
+  for (int32_t r : k.ranks.Ranks()) {
+    if (ctx.graph.waited.Contains(r)) return true;
+  }
+  return false;
+}
+
+void PollsForNobodyBlame(BlameContext& ctx, int comp) {
+  for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
+    if (!ctx.graph.waited.Contains(r)) continue;
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    ctx.Blame(r, ctx.NeverEntered(r) + "; polling " + DescribeCall(ctx.job, v.current) +
+                     " in a loop (calls that return at once), for no rank it names");
+  }
+}
+
 // --- everyone entered ----------------------------------------------------------------------------
 // Every rank the class waits for is in the call with it, yet it does not
 // complete: the members disagree on its arguments (the odd ones are the
@@ -500,8 +530,16 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender) 
       if (!t.sent || (t.comm == comm) == (differs == Differs::kComm)) continue;
       if (differs == Differs::kTag && t.tag == recv.tag) continue;
       if (t.comm < 0 || t.peer != CommRankOf(job, t.comm, v.rank)) continue;  // not to `v`
-      const P2pTraffic* got = v.Traffic(t.comm, CommRankOf(job, t.comm, q.rank), t.tag);
-      if (got && got->received >= t.sent) continue;
+      const int32_t q_there = CommRankOf(job, t.comm, q.rank);
+      const P2pTraffic* got = v.Traffic(t.comm, q_there, t.tag);
+      // Receives `v` posted that match it, not yet completed (an Irecv in
+      // the Waitall it waits in): the message is matched, not stray.
+      uint64_t posted = 0;
+      for (const CallPoint& p : v.pending) {
+        posted += p.op == fmt::Op::kRecv && p.comm == t.comm && (p.peer == q_there || p.peer == fmt::kAnyPeer) &&
+                  (p.tag == t.tag || p.tag == fmt::kAnyTag);
+      }
+      if ((got ? got->received : 0) + posted >= t.sent) continue;
       *sender = q.rank;
       const bool comms_differ = differs == Differs::kComm;
       return "rank " + std::to_string(q.rank) + " sent tag " + std::to_string(t.tag) + " to rank " +
@@ -740,6 +778,8 @@ const BlameRule kBlameRules[] = {
      UntracedCallBlame},
     {"no-rank-call", "a sink class inside a call that waits for no rank (a kernel, a host call)", NoRankCallApplies,
      NoRankCallBlame},
+    {"polls-for-nobody", "a sink class polling (Iprobe, Test) for no rank it names, that others wait for",
+     PollsForNobodyApplies, PollsForNobodyBlame},
     {"everyone-entered", "a sink class whose peers are all in the call with it", EveryoneEnteredApplies,
      EveryoneEnteredBlame},
     {"lock-cycle", "a cycle through a file lock and the call its holder waits in", LockCycleApplies, LockCycleBlame},

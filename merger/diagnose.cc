@@ -92,14 +92,23 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
     if (ranks.Contains(rank)) value = v;
   }
   const std::string where = "#" + std::to_string(m.seq) + " on " + job.comms[size_t(m.comm)].label;
+  // What the others pass: the most common value, or in a tie the first
+  // that is not this rank's.
+  std::string others = m.values[0].first;
+  for (const auto& [v, ranks] : m.values) {
+    if (v != value) {
+      others = v;
+      break;
+    }
+  }
+  const std::string tie = m.tie ? "; a tie: nothing says which side strayed, so each is named" : "";
   // Another collective altogether: said as calls, not as an argument.
   if (m.field == "op") {
-    return "calls " + value + " as collective " + where + " (the other members call " + m.values[0].first + ")";
+    return "calls " + value + " as collective " + where + " (the other members call " + others + ")" + tie;
   }
   CollSig sig;
   std::string call = job.SigOf(rank, m.comm, m.seq, &sig) ? job.names[sig.name] + " " : "";
-  return "passes " + m.field + " " + value + " to " + call + where + " (the other members pass " +
-         m.values[0].first + ")";
+  return "passes " + m.field + " " + value + " to " + call + where + " (the other members pass " + others + ")" + tie;
 }
 
 // --- classes -------------------------------------------------------------------------------
@@ -465,7 +474,8 @@ std::vector<Mismatch> FindMismatches(const Job& job) {
                        [](const auto& a, const auto& b) { return a.second.Count() > b.second.Count(); });
       // The odd ranks: all but the most common value. A tie (two ranks in a
       // comm of two) is broken by the other comms of the same family at the
-      // same sequence number, which run the same code.
+      // same sequence number, which run the same code; unbroken, every side
+      // is odd (a tie, said as one).
       size_t common = 0;
       if (m.values.size() > 1 && m.values[0].second.Count() == m.values[1].second.Count()) {
         std::map<std::string, int> votes;
@@ -479,13 +489,18 @@ std::vector<Mismatch> FindMismatches(const Job& job) {
             }
           }
         }
+        // Decided only by a value that has more votes than any other.
         int best = -1;
+        size_t at_best = 0;
         for (size_t i = 0; i < m.values.size(); ++i) {
-          if (votes[m.values[i].first] > best) best = votes[m.values[i].first], common = i;
+          const int n = votes[m.values[i].first];
+          if (n > best) best = n, common = i, at_best = 1;
+          else if (n == best) ++at_best;
         }
+        m.tie = best <= 0 || at_best > 1;
       }
       for (size_t i = 0; i < m.values.size(); ++i) {
-        if (i != common) m.odd.Merge(m.values[i].second);
+        if (i != common || m.tie) m.odd.Merge(m.values[i].second);
       }
       if (common != 0) std::swap(m.values[0], m.values[common]);
       out.push_back(m);

@@ -51,6 +51,10 @@ struct Mismatch {
   std::string field;   // "op", "count", "datatype", "root", "redop"
   std::vector<std::pair<std::string, RankSet>> values;  // value -> ranks, most common first
   RankSet odd;         // the ranks that differ from the most common value
+  // No value is the most common (two ranks of a two-rank comm, halves of
+  // one), and no sibling communicator says which is right: nothing says
+  // which side strayed, so every side is in `odd`.
+  bool tie = false;
 };
 
 struct Diagnosis {

@@ -256,7 +256,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
     for (const Mismatch& m : d.mismatches) {
       out += "  #" + std::to_string(m.seq) + " on " + job.comms[size_t(m.comm)].label + ", " + m.field + ":";
       for (const auto& [value, ranks] : m.values) out += " " + value + " by " + ranks.ToString() + ";";
-      out += " odd: " + m.odd.ToString() + "\n";
+      out += (m.tie ? " a tie, each side named: " : " odd: ") + m.odd.ToString() + "\n";
     }
   }
   if (!d.cycles.empty()) {
@@ -338,7 +338,8 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     json values = json::object();
     for (const auto& [value, ranks] : m.values) values[value] = ranks.ToString();
     j["mismatches"].push_back({{"comm", job.comms[size_t(m.comm)].label}, {"seq", m.seq}, {"field", m.field},
-                               {"values", values}, {"odd", m.odd.ToString()}, {"odd_list", m.odd.Ranks()}});
+                               {"values", values}, {"odd", m.odd.ToString()}, {"odd_list", m.odd.Ranks()},
+                               {"tie", m.tie}});
   }
   j["cycles"] = d.cycles;
   j["cycle_ranks"] = d.cycle_ranks;

@@ -261,22 +261,55 @@ def coll_skip():
             yield p
 
 
+def polling_server():
+    """One rank serves in a loop that polls for a message from anyone (a
+    probe or a test that returns at once, on MPI_ANY_SOURCE) that never
+    comes; the others wait in a collective it never enters. The poller runs:
+    it is the culprit, and the collective is not stuck below MPI. Each
+    collective with one of the polls in turn, and every poll with the
+    barrier."""
+    polls = ["iprobe", "improbe", "irecv_test", "irecv_testall", "irecv_testany", "irecv_testsome"]
+    pairs = [(coll, polls[i % len(polls)]) for i, coll in enumerate(all_collectives())]
+    barrier = [c for c in all_collectives() if c.name == "MPI_Barrier"][0]
+    pairs += [(barrier, form) for form in polls if (barrier.name, form) not in [(c.name, f) for c, f in pairs]]
+    for coll, form in pairs:
+        np_, s = 4, 3
+        name = "polling_%s_%s" % (form, coll.name[4:].lower())
+        p = Program("polling", name, np_, "Rank %d polls (%s) for a message from anyone that never comes; the "
+                    "others wait in %s." % (s, form, coll.name))
+        p.setup.append(ARRAYS)
+        p.branch("rank == %d" % s, RECV_FORMS[form][1].format(peer="MPI_ANY_SOURCE", tag=99, comm="MPI_COMM_WORLD"))
+        p.branch("1", coll.code())
+        others = coll.waits_in if coll.base == "Barrier" else coll.waits_in + "|MPI_Barrier"
+        ops = {rk: others for rk in range(np_) if rk != s}
+        ops[s] = RECV_FORMS[form][0]
+        p.set_truth("hang", [s], ops, "polling")
+        yield p
+
+
 def coll_order():
     """One rank calls the collective and then a barrier, the others the
     barrier first: at the same sequence number the calls differ (the job may
-    hang or pass, as the library decides); that rank is the odd one."""
+    hang or pass, as the library decides); that rank is the odd one. With
+    two ranks it is a tie, one against one: nothing says which strayed, and
+    both are named."""
     for coll in all_collectives():
         if coll.base == "Barrier":
             continue
-        np_, s = 4, 1
-        name = "coll_order_%s" % coll.name[4:].lower()
-        p = Program("coll-order", name, np_, "Rank %d calls %s then MPI_Barrier; ranks 0,2-3 the barrier first."
-                    % (s, coll.name))
-        p.setup.append(ARRAYS)
-        p.branch("rank == %d" % s, coll.code() + "\n    MPI_Barrier(MPI_COMM_WORLD);")
-        p.branch("1", "MPI_Barrier(MPI_COMM_WORLD);\n    " + coll.code())
-        p.set_truth("mismatch", [s])
-        yield p
+        for np_ in (4, 2):
+            s = 1
+            name = "coll_order_%s" % coll.name[4:].lower() + ("_np2" if np_ == 2 else "")
+            others = "ranks 0,2-3" if np_ == 4 else "rank 0"
+            p = Program("coll-order", name, np_, "Rank %d calls %s then MPI_Barrier; %s the barrier first."
+                        % (s, coll.name, others))
+            p.setup.append(ARRAYS)
+            p.branch("rank == %d" % s, coll.code() + "\n    MPI_Barrier(MPI_COMM_WORLD);")
+            p.branch("1", "MPI_Barrier(MPI_COMM_WORLD);\n    " + coll.code())
+            if np_ == 2:
+                p.set_truth("mismatch", [0, 1], words="a tie")
+            else:
+                p.set_truth("mismatch", [s])
+            yield p
 
 
 MISMATCH_SETTINGS = {
@@ -690,7 +723,7 @@ def mpi4py_skip():
             yield p
 
 
-FAMILIES = [coll_skip, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
+FAMILIES = [coll_skip, polling_server, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
             any_of, step_order, comm_order, wildcard_race, mpi4py_skip]
 
 
