@@ -215,6 +215,7 @@ int RunAnalysis(const AnalysisRequest& r) {
     // A dump of processes that are no ranks (hangtrace dump -p PID --out):
     // nothing to diagnose across ranks, but their stacks are there.
     bool printed = false;
+    nlohmann::json processes = nlohmann::json::array();
     for (const std::string& p : r.paths) {
       for (const std::string& folder : FindNodeDumps(p)) {
         NodeDump node;
@@ -222,14 +223,22 @@ int RunAnalysis(const AnalysisRequest& r) {
         if (!ReadNodeDump(folder, &node, &error)) continue;
         for (const NodeProcess& np : node.processes) {
           if (np.rank >= 0) continue;
-          fputs(ProcessStacksText(np).c_str(), stdout);
+          if (text) fputs(ProcessStacksText(np).c_str(), stdout);
+          else processes.push_back({{"pid", np.pid}, {"cmdline", np.cmdline}, {"stacks_text", ProcessStacksText(np)}});
           printed = true;
         }
       }
     }
     if (printed) {
-      fprintf(stderr, "%s: these processes have no rank (no MPI, torch or SLURM rank in their environment): "
-                      "their stacks are above; there is no job to diagnose across ranks\n", cmd);
+      const std::string why = "these processes have no rank (no MPI, torch or SLURM rank in their environment): "
+                              "there is no job to diagnose across ranks";
+      if (!text) {
+        // Still the JSON contract: a verdict that says why it cannot decide.
+        printf("%s\n", JsonText({{"schema", "hangtrace.analysis/1"}, {"verdict", "unknown"}, {"summary", why},
+                                  {"processes", processes}}, 2).c_str());
+      }
+      fprintf(stderr, "%s: %s%s\n", cmd, why.c_str(), text ? " (their stacks are above)" : "");
+      if (!r.html.empty()) fprintf(stderr, "%s: so no page was written to %s\n", cmd, r.html.c_str());
       return kExitCouldNot;
     }
     for (const std::string& w : job.warnings) fprintf(stderr, "%s: %s\n", cmd, w.c_str());

@@ -1144,10 +1144,15 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
                watched);
       out.notes.push_back(text);
     } else if (least >= 0) {
-      snprintf(text, sizeof(text),
-               "one snapshot: the ranks in calls have waited %s; a slow job is not excluded "
-               "(hangtrace analyze --interval 5 reads twice)",
-               waited);
+      // A dump is a photograph: the second look is another dump, not
+      // --interval (which reads live files twice, and refuses a dump).
+      const bool dumped = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                      [](const RankView& v) { return !v.dump_state.empty(); });
+      snprintf(text, sizeof(text), "one snapshot: the ranks in calls have waited %s; a slow job is not excluded (%s)",
+               waited,
+               dumped ? "dump again a few seconds later and give the first with --earlier: hangtrace analyze NEW "
+                        "--earlier OLD"
+                      : "hangtrace analyze --interval 5 reads twice");
       out.notes.push_back(text);
     }
   }

@@ -121,7 +121,7 @@ std::string HowItEnded(const RankView& v) {
   if (v.state == RankState::kMissing) return v.from_stacks ? "untraced, seen in a dump" : "no trace file";
   const std::string inside = v.ended_in_call ? ", from inside its call" : "";
   switch (v.ending) {
-    case Ending::kExited: return "exited with status " + std::to_string(v.exit_code) + inside;
+    case Ending::kExited: return "exited with status " + std::to_string(v.exit_code & 0xff) + inside;
     case Ending::kCrashed: {
       const char* name = sigabbrev_np(v.signal);
       return "crashed: SIG" + std::string(name ? name : std::to_string(v.signal).c_str()) + inside;
@@ -302,6 +302,15 @@ std::string HtmlReport(const Job& job, const Diagnosis& d, const std::string& te
     head += "<ul id=\"notes\">\n";
     for (const std::string& n : d.notes) head += "<li>" + HtmlEscaped(n) + "</li>\n";
     head += "</ul>\n";
+  }
+  head += "<p class=\"muted\" id=\"traced\">" + HtmlEscaped(TracedLine(d)) + "</p>\n";
+  // What could not be read changes what the verdict stands on: in sight.
+  if (!job.warnings.empty()) {
+    head += "<details id=\"warnings\" open><summary class=\"warn\">" + std::to_string(job.warnings.size()) +
+            " warning(s): what could not be read</summary><ul>\n";
+    for (size_t i = 0; i < job.warnings.size() && i < 20; ++i) head += "<li>" + HtmlEscaped(job.warnings[i]) + "</li>\n";
+    if (job.warnings.size() > 20) head += "<li>... " + std::to_string(job.warnings.size() - 20) + " more in the text report</li>\n";
+    head += "</ul></details>\n";
   }
   // The template's marks, each replaced once, the page written in one pass
   // (so that nothing a replacement holds is taken for a mark).

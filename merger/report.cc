@@ -167,6 +167,15 @@ std::string ChildrenText(const Job& job, const Diagnosis& d) {
 
 }  // namespace
 
+std::string TracedLine(const Diagnosis& d) {
+  return std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
+         (d.from_stacks.Empty() ? ""
+                                 : (d.from_stacks.Count() == 1 ? "; rank " : "; ranks ") + d.from_stacks.Brief() +
+                                       " from " + (d.from_stacks.Count() == 1 ? "its stacks" : "their stacks") +
+                                       " only (untraced)") +
+         (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString());
+}
+
 std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d) {
   std::vector<ClassLine> lines;
   std::map<std::tuple<int, uint16_t, std::string, uint64_t, int64_t, int>, size_t> line_of;
@@ -225,12 +234,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   }
   if (d.culprits.size() > 3) out += "  ... and " + std::to_string(d.culprits.size() - 3) + " more culprits (below)\n";
   for (const std::string& n : d.notes) out += "  " + n + "\n";
-  out += "  " + std::to_string(d.with_trace.Count()) + " of " + std::to_string(d.world_size) + " ranks traced" +
-         (d.from_stacks.Empty() ? ""
-                                 : (d.from_stacks.Count() == 1 ? "; rank " : "; ranks ") + d.from_stacks.Brief() +
-                                       " from " + (d.from_stacks.Count() == 1 ? "its stacks" : "their stacks") +
-                                       " only (untraced)") +
-         (d.missing.Empty() ? "" : "; no trace file for ranks " + d.missing.ToString()) + "\n";
+  out += "  " + TracedLine(d) + "\n";
 
   const std::vector<ClassLine> lines = ClassLines(job, d);
   out += "\nclasses (biggest first):\n";

@@ -34,6 +34,10 @@ struct ClassLine {
 };
 std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d);
 
+// "8 of 8 ranks traced; ranks 4-7 from their stacks only (untraced)": what
+// the diagnosis stands on, rank by rank.
+std::string TracedLine(const Diagnosis& d);
+
 std::string TextReport(const Job& job, const Diagnosis& d);
 // JSON as text; strings from trace files that are not UTF-8 (a damaged
 // label, a host name) are written with U+FFFD instead of failing.
