@@ -39,6 +39,12 @@ std::string PeerWord(const Job& job, int32_t comm, int32_t peer) {
 }
 }  // namespace
 
+RankSet CulpritRanks(const Diagnosis& d) {
+  RankSet out;
+  for (const Culprit& c : d.culprits) out.Add(c.rank);
+  return out;
+}
+
 std::string DescribeChild(const Job& job, const ChildProcess& c) {
   std::string out = "pid " + std::to_string(c.pid) + " (" + (c.name.empty() ? "?" : c.name) +
                     (c.state == "T" || c.state == "t" ? ", stopped" : c.state == "Z" ? ", a zombie" : "") + ")";
@@ -1189,11 +1195,10 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
   // A rank outside any call, or a culprit, with processes of its own that
   // are no ranks (a DataLoader's workers, a pool, a subprocess): it may
   // wait for one of them, so each is named where it is (the dump read them).
-  RankSet culprits;
-  for (const Culprit& c : out.culprits) culprits.Add(c.rank);
+  const RankSet culprits = CulpritRanks(out);
   size_t said = 0;
   for (const RankView& v : job.ranks) {
-    if (v.children.empty() || (v.state == RankState::kInCall && !culprits.Contains(v.rank))) continue;
+    if (!ChildrenMayHoldIt(v, culprits)) continue;
     if (++said > 8) break;
     const size_t n = v.children.size();
     std::string line = "rank " + std::to_string(v.rank) + " has " +

@@ -89,6 +89,16 @@ Diagnosis Diagnose(const Job& job, const Job* earlier = nullptr);
 // "MPI_Bcast #3 on split root 1": a call for people.
 std::string DescribeCall(const Job& job, const CallPoint& c);
 
+// The culprits' ranks.
+RankSet CulpritRanks(const Diagnosis& d);
+
+// Whether a rank's own processes that are no ranks may be what holds it (a
+// culprit, or a rank outside any call: it may wait on a DataLoader's
+// worker): the reports name them and show their stacks.
+inline bool ChildrenMayHoldIt(const RankView& v, const RankSet& culprits) {
+  return !v.children.empty() && (culprits.Contains(v.rank) || v.state != RankState::kInCall);
+}
+
 // "pid 853 (python3): at __getitem__ (train.py:117), in time.sleep": a
 // rank's own process that is no rank, where its main thread is.
 std::string DescribeChild(const Job& job, const ChildProcess& c);

@@ -249,8 +249,7 @@ nlohmann::json RanksJson(const Job& job, const Diagnosis& d, const std::vector<C
   if (job.world_size <= kEveryRankUpTo) {
     for (int32_t r = 0; r < job.world_size; ++r) take(r);
   }
-  RankSet culprits;
-  for (const Culprit& c : d.culprits) culprits.Add(c.rank);
+  const RankSet culprits = CulpritRanks(d);
   nlohmann::json out = nlohmann::json::array();
   for (int32_t r : chosen) {
     const RankView& v = job.ranks[size_t(r)];

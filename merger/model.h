@@ -119,6 +119,15 @@ struct ThreadStack {
   std::string lock_file;
 };
 
+// Thread `tid` of a process's stacks (its main thread: tid = pid), else
+// the first thread read; null when none was read.
+inline const ThreadStack* ThreadOrFirst(const std::vector<ThreadStack>& stacks, int32_t tid) {
+  for (const ThreadStack& t : stacks) {
+    if (t.tid == uint32_t(tid)) return &t;
+  }
+  return stacks.empty() ? nullptr : &stacks.front();
+}
+
 // A rank's own process that is no rank, as a dump found it (a DataLoader's
 // worker, a multiprocessing pool, a subprocess): what the rank may wait for.
 struct ChildProcess {

@@ -38,12 +38,6 @@ std::string Seconds(double s) {
   return b;
 }
 
-RankSet CulpritSet(const Diagnosis& d) {
-  RankSet c;
-  for (const Culprit& k : d.culprits) c.Add(k.rank);
-  return c;
-}
-
 }  // namespace
 
 std::string ClassText(const Job& job, const Diagnosis& d, const ClassLine& l) {
@@ -69,7 +63,7 @@ std::string ClassText(const Job& job, const Diagnosis& d, const ClassLine& l) {
 ClassWaits WaitsBetweenClasses(const Job& job, const Diagnosis& d) {
   constexpr size_t kMostClasses = 200;
   ClassWaits w;
-  w.culprits = CulpritSet(d);
+  w.culprits = CulpritRanks(d);
   w.classes = ClassLines(job, d);
   std::vector<int> class_of(size_t(std::max(job.world_size, 0)), -1);
   w.shown = std::min(w.classes.size(), kMostClasses);
@@ -191,7 +185,7 @@ RankSet ClassWaits::CulpritsOf(size_t i) const {
 }
 
 std::string StackTreeDot(const Job& job, const Diagnosis& d, const StackNode& root) {
-  const RankSet culprits = CulpritSet(d);
+  const RankSet culprits = CulpritRanks(d);
   std::string out =
       "digraph stacks {\n"
       "  node [shape=box, style=filled, fillcolor=white, fontname=monospace, fontsize=10];\n"

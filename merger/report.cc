@@ -127,8 +127,7 @@ namespace {
 std::string ChildrenText(const Job& job, const Diagnosis& d) {
   std::map<std::string, std::pair<RankSet, std::vector<int32_t>>> alike;  // where -> (ranks, pids)
   std::vector<std::string> order;
-  RankSet culprits;
-  for (const Culprit& c : d.culprits) culprits.Add(c.rank);
+  const RankSet culprits = CulpritRanks(d);
   std::string stacks;
   size_t shown = 0;
   for (const RankView& v : job.ranks) {
@@ -139,13 +138,9 @@ std::string ChildrenText(const Job& job, const Diagnosis& d) {
       if (added) order.push_back(where);
       it->second.first.Add(v.rank);
       it->second.second.push_back(c.pid);
-      const bool look = culprits.Contains(v.rank) || v.state != RankState::kInCall;
-      if (!look || c.stacks.empty() || shown >= 2) continue;
+      if (!ChildrenMayHoldIt(v, culprits) || c.stacks.empty() || shown >= 2) continue;
       ++shown;
-      const ThreadStack* main_thread = &c.stacks.front();
-      for (const ThreadStack& t : c.stacks) {
-        if (t.tid == uint32_t(c.pid)) main_thread = &t;
-      }
+      const ThreadStack* main_thread = ThreadOrFirst(c.stacks, c.pid);
       stacks += "  pid " + std::to_string(c.pid) + " of rank " + std::to_string(v.rank) + ", its main thread:\n";
       for (size_t i = 0; i < main_thread->frames.size() && i < 16; ++i) {
         stacks += "    " + Shortened(job.frames[main_thread->frames[i]].Text()) + "\n";
@@ -377,13 +372,12 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     return std::tie(a.lowest, b.count, a.text) < std::tie(b.lowest, a.count, b.text);
   });
   j["children"] = json::array();
-  RankSet culprits;
-  for (const Culprit& c : d.culprits) culprits.Add(c.rank);
+  const RankSet culprits = CulpritRanks(d);
   for (const RankView& v : job.ranks) {
     // Stacks for the children of the ranks that may wait for them; where
     // the others are, in a line each (a job of thousands of ranks has
     // thousands of DataLoader workers).
-    const bool look = culprits.Contains(v.rank) || v.state != RankState::kInCall;
+    const bool look = ChildrenMayHoldIt(v, culprits);
     for (const ChildProcess& c : v.children) {
       json o = {{"rank", v.rank}, {"pid", c.pid}, {"name", c.name}, {"cmdline", c.cmdline}, {"state", c.state},
                 {"where", DescribeChild(job, c)}, {"call", c.call}};

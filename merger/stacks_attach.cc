@@ -201,9 +201,12 @@ void FinishStacks(Job* job) {
   // between the program's line and torch's call) leave every stack, as if
   // the program ran untraced. Its native frames stay: a wrapper is named as
   // the call the program made, and hangtrace's own thread is folded apart.
+  // Whose code each distinct frame is, judged once (by path: not per rank).
+  std::vector<FrameOwner> owner(job->frames.size());
   std::vector<uint8_t> hook(job->frames.size());
   for (size_t i = 0; i < job->frames.size(); ++i) {
-    hook[i] = job->frames[i].lang == Frame::Lang::kPython && job->owners.Of(job->frames[i]) == FrameOwner::kHangtrace;
+    owner[i] = job->owners.Of(job->frames[i]);
+    hook[i] = job->frames[i].lang == Frame::Lang::kPython && owner[i] == FrameOwner::kHangtrace;
   }
   auto unhook = [&](std::vector<ThreadStack>& stacks) {
     for (ThreadStack& t : stacks) {
@@ -241,11 +244,7 @@ void FinishStacks(Job* job) {
       }
     }
     // Where the main thread computes or sleeps: its innermost named frame.
-    const ThreadStack* main_thread = nullptr;
-    for (const ThreadStack& t : v.stacks) {
-      if (!main_thread || t.tid == uint32_t(v.pid)) main_thread = &t;
-      if (t.tid == uint32_t(v.pid)) break;
-    }
+    const ThreadStack* main_thread = ThreadOrFirst(v.stacks, v.pid);
     v.idle_frame = -1;
     // Kernel frames (/proc/TID/stack) and Python frames do not say whether
     // it is inside a communication call (mpi4py's Allreduce runs below the
@@ -256,15 +255,11 @@ void FinishStacks(Job* job) {
     for (size_t i = 0; main_thread && !v.main_stack_unread && i < main_thread->frames.size() && v.idle_frame < 0; ++i) {
       if (!job->frames[main_thread->frames[i]].func.empty()) v.idle_frame = main_thread->frames[i];
     }
-    // Where in the program the rank waits: the innermost Python frame of
-    // the thread in its call (traced, else seen on its stacks), else of its
-    // main thread, else of its first thread.
+    // Where in the program the rank waits, read on the thread in its call
+    // (traced, else seen on its stacks), else its main thread, else its
+    // first thread.
     const uint32_t want = v.call_tid ? v.call_tid : v.stack_call_tid ? v.stack_call_tid : uint32_t(v.pid);
-    const ThreadStack* in = nullptr;
-    for (const ThreadStack& t : v.stacks) {
-      if (!in || t.tid == want) in = &t;
-      if (t.tid == want) break;
-    }
+    const ThreadStack* in = ThreadOrFirst(v.stacks, int32_t(want));
     // A library's own frames (h5py's, torch's, the standard library's,
     // libmpi's) say less than the program's line that called into them:
     // the innermost frame of the user's code is taken; in a Python program
@@ -274,22 +269,19 @@ void FinishStacks(Job* job) {
     for (size_t i = 0; in && i < in->frames.size() && v.user_frame < 0; ++i) {
       const Frame& f = job->frames[in->frames[i]];
       if (innermost_python < 0 && f.lang == Frame::Lang::kPython) innermost_python = in->frames[i];
-      if (job->owners.Of(f) == FrameOwner::kUser) v.user_frame = in->frames[i];
+      if (owner[in->frames[i]] == FrameOwner::kUser) v.user_frame = in->frames[i];
     }
     if (v.user_frame < 0) v.user_frame = innermost_python;
     // Its own processes: where each one's main thread is.
     for (ChildProcess& c : v.children) {
-      const ThreadStack* main_thread = nullptr;
-      for (const ThreadStack& t : c.stacks) {
-        if (!main_thread || t.tid == uint32_t(c.pid)) main_thread = &t;
-      }
+      const ThreadStack* main_thread = ThreadOrFirst(c.stacks, c.pid);
       if (!main_thread) continue;
       const StackCall call = calls.Find(*main_thread);
       if (call.kind != StackCallKind::kNone) c.call = call.name;
       for (uint32_t id : main_thread->frames) {
         const Frame& f = job->frames[id];
         if (c.idle_frame < 0 && !f.func.empty()) c.idle_frame = id;
-        if (c.user_frame < 0 && job->owners.Of(f) == FrameOwner::kUser) c.user_frame = id;
+        if (c.user_frame < 0 && owner[id] == FrameOwner::kUser) c.user_frame = id;
       }
     }
   }
