@@ -65,10 +65,7 @@ std::string MessageMismatch(const Job& job, const RankView& v, int32_t* sender);
 bool FinishedApplies(const BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);
   if (ctx.comps.cyclic[size_t(comp)] || !InCall(k) || !(k.call.call_flags & fmt::kCallFinalize)) return false;
-  for (int32_t r : k.ranks.Ranks()) {
-    if (ctx.graph.waited.Contains(r)) return true;
-  }
-  return false;
+  return k.ranks.Intersects(ctx.graph.waited);
 }
 
 void FinishedBlame(BlameContext& ctx, int comp) {
@@ -238,10 +235,7 @@ bool IsPoll(const CallPoint& c) {
 bool PollsForNobodyApplies(const BlameContext& ctx, int comp) {
   const Group& k = OnlyClass(ctx, comp);
   if (ctx.comps.cyclic[size_t(comp)] || !InCall(k) || !IsPoll(k.call)) return false;
-  for (int32_t r : k.ranks.Ranks()) {
-    if (ctx.graph.waited.Contains(r)) return true;
-  }
-  return false;
+  return k.ranks.Intersects(ctx.graph.waited);
 }
 
 void PollsForNobodyBlame(BlameContext& ctx, int comp) {
