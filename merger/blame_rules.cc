@@ -194,6 +194,14 @@ bool UntracedCallApplies(const BlameContext& ctx, int comp) {
 void UntracedCallBlame(BlameContext& ctx, int comp) {
   for (int32_t r : OnlyClass(ctx, comp).ranks.Ranks()) {
     if (!ctx.graph.waited.Contains(r)) continue;
+    // In a collective in place of the traced one the others wait in: a
+    // mismatch, whose odd side the verdict names; never "never entered".
+    const bool in_mismatch = std::any_of(ctx.mismatches.begin(), ctx.mismatches.end(),
+                                         [&](const Mismatch& m) { return m.untraced.Contains(r); });
+    if (in_mismatch) {
+      ctx.found.mismatch_hang = true;
+      continue;
+    }
     const RankView& v = ctx.job.ranks[size_t(r)];
     ctx.Blame(r, ctx.NeverEntered(r) + "; blocked in " + ctx.job.names[v.current.name] +
                      " (seen on its stacks; a call hangtrace does not trace, so whom it waits for is not known)");

@@ -108,6 +108,16 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
     }
   }
   const std::string tie = m.tie ? "; a tie: nothing says which side strayed, so each is named" : "";
+  if (!m.untraced.Empty()) {
+    // One side's call is known from its stacks only: said as what each
+    // side is in, and where the untraced one's communicator may differ.
+    if (m.untraced.Contains(rank)) {
+      return "is in " + value + " where collective " + where + " is, having entered every one before it " +
+             "(the other members call " + others + " there; that call's communicator is not traced)" + tie;
+    }
+    return "calls " + value + " as collective " + where + " (the other members are in " + others +
+           " instead, seen on their stacks, having entered every one before it)" + tie;
+  }
   // Another collective altogether: said as calls, not as an argument.
   if (m.field == "op") {
     return "calls " + value + " as collective " + where + " (the other members call " + others + ")" + tie;
@@ -447,6 +457,74 @@ Components FindComponents(const WaitGraph& graph, const std::vector<Group>& grou
 
 // --- mismatches -------------------------------------------------------------------------------
 
+namespace {
+
+bool IsCollectiveOp(fmt::Op op) { return op >= fmt::Op::kAllreduce && op <= fmt::Op::kScan; }
+
+// Members split between a traced collective (comm, seq) and a collective
+// their stacks show them blocked in, which hangtrace does not trace (DDP's
+// gradient all-reduce against a rank that ran out of data and went on to
+// dist.barrier). Each of the latter entered every traced collective on the
+// communicator before `seq`, so the call it is in stands where the traced
+// one does; and every member is on one side or the other, so no third rank
+// can be what both wait for. The op is the field that differs; the side
+// fewer members are on is odd, and even sides are a tie.
+std::vector<Mismatch> UntracedMismatches(const Job& job) {
+  std::set<std::pair<int32_t, uint64_t>> traced_points;
+  for (const RankView& v : job.ranks) {
+    if (v.state == RankState::kInCall && !v.current.from_stacks && IsCollective(v.current) && v.current.comm >= 0) {
+      traced_points.insert({v.current.comm, v.current.seq});
+    }
+  }
+  std::vector<Mismatch> out;
+  for (const auto& [comm, seq] : traced_points) {
+    RankSet traced, untraced;
+    uint16_t traced_name = 0;
+    std::map<fmt::Op, std::pair<std::string, RankSet>> by_op;  // the untraced side, by what it does
+    bool all_placed = true;
+    for (int32_t r : job.Members(comm)) {
+      const RankView& v = job.ranks[size_t(r)];
+      const CallPoint& c = v.current;
+      if (v.state != RankState::kInCall) {
+        all_placed = false;
+      } else if (!c.from_stacks && c.comm == comm && c.seq == seq) {
+        traced.Add(r);
+        traced_name = c.name;
+      } else if (c.from_stacks && IsCollectiveOp(c.op) && v.Entered(comm) + 1 == seq) {
+        untraced.Add(r);
+        auto& side = by_op[c.op];
+        if (side.first.empty()) side.first = job.names[c.name];
+        side.second.Add(r);
+      } else {
+        all_placed = false;
+      }
+    }
+    if (!all_placed || traced.Empty() || untraced.Empty() ||
+        traced.Count() + untraced.Count() != job.Members(comm).size()) {
+      continue;
+    }
+    Mismatch m;
+    m.comm = comm;
+    m.seq = seq;
+    m.field = "op";
+    m.untraced = untraced;
+    m.values.push_back({job.names[traced_name], traced});
+    for (auto& [op, side] : by_op) {
+      m.values.push_back({side.first + " (" + fmt::OpName(op) + ", untraced)", side.second});
+    }
+    std::stable_sort(m.values.begin(), m.values.end(),
+                     [](const auto& a, const auto& b) { return a.second.Count() > b.second.Count(); });
+    m.tie = m.values[0].second.Count() == m.values[1].second.Count();
+    for (size_t i = 0; i < m.values.size(); ++i) {
+      if (i != 0 || m.tie) m.odd.Merge(m.values[i].second);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Mismatch> FindMismatches(const Job& job) {
   std::vector<Mismatch> out;
   for (const auto& [comm, seq] : job.flagged) {
@@ -513,6 +591,7 @@ std::vector<Mismatch> FindMismatches(const Job& job) {
       break;  // one field per (comm, seq) is enough to name the odd ranks
     }
   }
+  for (Mismatch& m : UntracedMismatches(job)) out.push_back(std::move(m));
   return out;
 }
 

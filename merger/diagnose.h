@@ -55,6 +55,12 @@ struct Mismatch {
   // one), and no sibling communicator says which is right: nothing says
   // which side strayed, so every side is in `odd`.
   bool tie = false;
+  // The ranks whose value is a collective seen only on their stacks (a call
+  // hangtrace does not trace: DDP's gradient all-reduce, a gloo or NCCL
+  // wait), each having entered every traced collective on `comm` before
+  // `seq`: their call is what they do instead of the traced one, on a
+  // communicator the trace does not show.
+  RankSet untraced;
 };
 
 struct Diagnosis {

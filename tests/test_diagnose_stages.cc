@@ -273,6 +273,68 @@ TEST(Stages, EachRuleTakesItsCase) {
   }
 }
 
+// Ranks `untraced` are blocked in an all-reduce seen only on their stacks
+// (DDP's gradient all-reduce, untraced) after entering collectives #1-#3 on
+// world; the others are in barrier #4 there, or compute (`computing`).
+Diagnosis UntracedAgainstTraced(int n, const std::set<int32_t>& untraced, int32_t computing = -1) {
+  JobBuilder b(n);
+  for (int32_t r = 0; r < n; ++r) {
+    RankView& v = b.job.ranks[size_t(r)];
+    v.path = "f";
+    if (r == computing) {
+      b.SetEntered(r, 0, 3);
+    } else if (untraced.count(r)) {
+      v.state = RankState::kInCall;
+      v.current = b.Call("c10d::Reducer::finalize_backward", fmt::Op::kAllreduce, 0, -1, 0);
+      v.current.from_stacks = true;
+      v.basis = Basis::kStacks;
+      b.SetEntered(r, 0, 3);
+    } else {
+      b.InColl(r, "dist.barrier", 4);
+    }
+  }
+  return b.Run();
+}
+
+TEST(Mismatches, ACollectiveOnTheStacksInPlaceOfTheTracedOneIsAMismatchNeverNeverEntered) {
+  {  // one rank out of data: in the barrier while three are in the all-reduce
+    Diagnosis d = UntracedAgainstTraced(4, {0, 1, 2});
+    EXPECT_EQ(d.verdict, Verdict::kMismatch) << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 3);
+    EXPECT_NE(d.culprits[0].why.find("calls dist.barrier as collective #4 on world (the other members are in "
+                                     "c10d::Reducer::finalize_backward (allreduce, untraced)"),
+              std::string::npos)
+        << d.culprits[0].why;
+    ASSERT_EQ(d.mismatches.size(), 1u);
+    EXPECT_EQ(d.mismatches[0].untraced.ToString(), "0-2");
+    EXPECT_EQ(d.mismatches[0].odd.ToString(), "3");
+  }
+  {  // one rank with a batch more: the untraced side is the odd one
+    Diagnosis d = UntracedAgainstTraced(4, {0});
+    EXPECT_EQ(d.verdict, Verdict::kMismatch) << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 0);
+    EXPECT_EQ(d.culprits[0].why.find("never entered"), std::string::npos) << d.culprits[0].why;
+    EXPECT_NE(d.culprits[0].why.find("is in c10d::Reducer::finalize_backward (allreduce, untraced) where collective "
+                                     "#4 on world is"),
+              std::string::npos)
+        << d.culprits[0].why;
+  }
+  {  // two against two: a tie, every side named
+    Diagnosis d = UntracedAgainstTraced(4, {0, 1});
+    EXPECT_EQ(d.verdict, Verdict::kMismatch) << d.summary;
+    EXPECT_EQ(d.culprits.size(), 4u) << d.summary;
+    ASSERT_EQ(d.mismatches.size(), 1u);
+    EXPECT_TRUE(d.mismatches[0].tie);
+  }
+  {  // a member elsewhere (computing): it may be what both wait for, so no mismatch is claimed
+    Diagnosis d = UntracedAgainstTraced(4, {0}, 3);
+    EXPECT_TRUE(d.mismatches.empty()) << d.summary;
+    EXPECT_NE(d.verdict, Verdict::kMismatch) << d.summary;
+  }
+}
+
 // Rank 0 waits in `completion` on receives from ranks 1 and 2; rank 1
 // waits in a receive from rank 0; rank 2 computes.
 Diagnosis WaitOnTwoWithOneInACycle(const std::string& completion) {

@@ -26,16 +26,18 @@
 #                         is the rank, whatever the reading order
 #   mpi4py-term-launcher  tests/python/seed_hang.py traced, SIGTERM to mpirun:
 #                         the hang stands, with its Python line
-#   torch-{skip,barrier,ddp,p2p,lock}
+#   torch-{skip,barrier,ddp,ddp-short,p2p,lock}
 #                         tests/python/torch_hang.py untraced on gloo, dumped
 #                         by mpirun's pid: each rank's torch.distributed call
-#   torch-traced-{skip,barrier,ddp,p2p,lock,object}
+#   torch-traced-{skip,barrier,ddp,ddp-short,p2p,lock,object}
 #                         the same (object: rank 2 skips a
 #                         broadcast_object_list), traced (python/hangtrace_torch.py records
 #                         torch.distributed's calls): the trace alone names
 #                         the culprit, process group and sequence number
 #                         (ddp, lock: with the stacks the runtime captures
-#                         of a rank in no traced call); skip with a dump too
+#                         of a rank in no traced call: DDP's all-reduce against
+#                         the barrier of the ranks out of data is a mismatch,
+#                         the side fewer ranks are on named); skip with a dump too
 #   torch-loader          torch_hang.py loader untraced: rank 2's DataLoader
 #                         worker sleeps for good in __getitem__; the dump takes
 #                         every rank's worker beside it, and the report names
@@ -375,7 +377,7 @@ case "$scenario" in
       grep -A40 "processes of the ranks' own" report.txt | grep -q "__getitem__" || fail "the worker's stack is not shown"
     fi
     ;;
-  torch-skip | torch-barrier | torch-ddp | torch-p2p | torch-lock)
+  torch-skip | torch-barrier | torch-ddp | torch-ddp-short | torch-p2p | torch-lock)
     torch_scenario=${scenario#torch-}
     torch_job
     dump_launcher "$work/dump"
@@ -384,11 +386,13 @@ case "$scenario" in
       skip) check verdict=hang exit=3 op:0-1,3=allreduce op:2=bcast summary="torch_hang.py:" ;;
       barrier) check verdict=hang op:0-1,3=allreduce op:2=barrier ;;
       ddp) check verdict=hang op:1-3=barrier op:0=allreduce ;;
+      ddp-short) check verdict=hang op:3=barrier op:0-2=allreduce ;;
       p2p) check verdict=hang op:0-3=recv note="none sends" ;;
       lock) check verdict=deadlock culprits=0 why:0="holds the file lock" ;;
     esac
     ;;
-  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-p2p | torch-traced-lock | torch-traced-object)
+  torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-ddp-short | torch-traced-p2p | torch-traced-lock | \
+  torch-traced-object)
     torch_scenario=${scenario#torch-traced-}
     torch_job $(traced)
     # skip: after the watchdog, whose stacks give each rank's Python line.
@@ -397,7 +401,7 @@ case "$scenario" in
     # stacks say where they are) is taken, the timeout after their last call.
     reports() { analyze "$work/traces/job"; grep -q "$1" report.txt; }
     case "$torch_scenario" in
-      ddp) wait_for 100 reports "c10d::Reducer" || true ;;
+      ddp | ddp-short) wait_for 100 reports "c10d::Reducer" || true ;;
       lock) wait_for 100 reports "holds the file lock" || true ;;
     esac
     analyze "$work/traces/job"
@@ -410,8 +414,14 @@ case "$scenario" in
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
       object) check verdict=mismatch exit=3 culprits=2 op:0-1,3=bcast op:2=barrier \
                 why:2="calls dist.barrier as collective #4 on default_pg (the other members call dist.broadcast_object_list)" ;;
-      ddp) check verdict=hang exit=3 culprits=0 op:1-3=barrier why:0="never entered dist.barrier #4 on default_pg" \
-             why:0="c10d::Reducer" ;;
+      # Uneven data: the ranks with a batch left are in DDP's gradient
+      # all-reduce (untraced, on their stacks) where the others call
+      # dist.barrier; the side fewer ranks are on is the odd one, and no
+      # rank in the all-reduce is said to have "never entered" the barrier.
+      ddp) check verdict=mismatch exit=3 culprits=0 op:1-3=barrier \
+             why:0="is in c10d::Reducer::finalize_backward (allreduce, untraced) where collective #4 on default_pg is" ;;
+      ddp-short) check verdict=mismatch exit=3 culprits=3 op:3=barrier \
+                   why:3="calls dist.barrier as collective #4 on default_pg (the other members are in c10d::Reducer" ;;
       lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for"
             "$hangtrace" inspect "$work/traces/job" > inspect.txt
             grep -q "waits for a file lock held by pid" inspect.txt || fail "inspect does not say whose lock a rank waits for" ;;

@@ -15,6 +15,8 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   ddp        DistributedDataParallel with uneven inputs: rank 0 has one
              batch more, so it waits in backward's gradient all-reduce
              while the others wait in the barrier after their loop
+  ddp-short  the same with one rank short: rank 3 has one batch less and
+             waits in the barrier while the others wait in backward
   p2p        a pipeline whose stages both receive first: ranks 0 and 1
              wait in recv from each other (2 and 3 likewise)
   abort      rank 1 aborts (SIGABRT) in step 2; the others fail or wait
@@ -27,7 +29,7 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
              dataset (__getitem__): rank 2 waits for its worker, the others
              in the all-reduce of the batch rank 2 never gets
 Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
-ddp: rank 1; abort: never, it ends).
+ddp: rank 1; ddp-short: rank 3; abort: never, it ends).
 """
 import fcntl
 import os
@@ -72,12 +74,15 @@ def main():
             dist.barrier()
         hung()
         dist.all_reduce(t)
-    elif scenario == "ddp":
+    elif scenario in ("ddp", "ddp-short"):
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
-        batches = 3 + (1 if rank == 0 else 0)
+        if scenario == "ddp":
+            batches = 3 + (1 if rank == 0 else 0)
+        else:
+            batches = 3 - (1 if rank == 3 else 0)
         for _ in range(batches):
             model(torch.randn(4, 8)).sum().backward()
-        hung(who=1)  # rank 0 never gets here
+        hung(who=1 if scenario == "ddp" else 3)  # the short ranks get here
         dist.barrier()
     elif scenario == "p2p":
         peer = rank ^ 1
