@@ -690,9 +690,36 @@ bool SkippedIntoP2pApplies(const BlameContext& ctx, int comp) {
   return coll && p2p;
 }
 
+bool WeighCollectiveOrder(BlameContext& ctx, int comp, const std::map<int32_t, int32_t>& held);  // below
+
+// The ranks of the cycle held in a receive or send by a peer of the cycle
+// that waits in a collective they are no member of: rank -> that peer.
+std::map<int32_t, int32_t> HeldByPeersElsewhere(const BlameContext& ctx, const RankSet& in_scc) {
+  const Job& job = ctx.job;
+  std::map<int32_t, int32_t> held;
+  for (int32_t r : in_scc.Ranks()) {
+    const RankView& v = job.ranks[size_t(r)];
+    if (v.state != RankState::kInCall || IsCollective(v.current)) continue;
+    const CallPoint* c = WaitedReceive(v);
+    if (!c && v.current.op == fmt::Op::kSend) c = &v.current;
+    if (!c || c->peer < 0) continue;
+    const int32_t peer = job.CommByRank(c->comm, c->peer);
+    if (peer < 0 || peer == r || !in_scc.Contains(peer)) continue;
+    const RankView& p = job.ranks[size_t(peer)];
+    if (p.state == RankState::kInCall && IsCollective(p.current) && CommRankOf(job, p.current.comm, r) < 0) {
+      held[r] = peer;
+    }
+  }
+  return held;
+}
+
 void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
   RankSet in_scc;
   for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
+  // A rank held by a peer in a collective it is no member of skipped
+  // nothing: the cycle is weighed as one of collectives, through it.
+  const std::map<int32_t, int32_t> held = HeldByPeersElsewhere(ctx, in_scc);
+  if (!held.empty() && WeighCollectiveOrder(ctx, comp, held)) return;
   for (int g : ctx.comps.members[size_t(comp)]) {
     const Group& k = ctx.classes.groups[size_t(g)];
     if (!IsCollective(k.call)) continue;
@@ -719,11 +746,23 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
 
 bool CollectiveOrderApplies(const BlameContext& ctx, int comp) { return ctx.comps.cyclic[size_t(comp)]; }
 
-void CollectiveOrderBlame(BlameContext& ctx, int comp) {
+// The weighing of a cycle through collectives. `held`: ranks of the cycle
+// held in a receive (or send) by a peer that waits in a collective they are
+// no member of (user-level trees, mpi4py's object collectives on their own
+// communicator): they cannot have skipped that collective, and what they
+// do not enter while held is counted against the peer that holds them, as
+// a missing member (+1), never as a root (+2): the peer's part in the call
+// that waits for them is not known. True when it named a culprit.
+bool WeighCollectiveOrder(BlameContext& ctx, int comp, const std::map<int32_t, int32_t>& held) {
   const Job& job = ctx.job;
   RankSet in_scc;
   for (int g : ctx.comps.members[size_t(comp)]) in_scc.Merge(ctx.classes.groups[size_t(g)].ranks);
   std::map<int32_t, int> score;
+  auto against = [&](int32_t r, int points) {
+    auto h = held.find(r);
+    if (h == held.end()) score[r] += points;
+    else score[h->second] += 1;
+  };
   for (int g : ctx.comps.members[size_t(comp)]) {
     const Group& k = ctx.classes.groups[size_t(g)];
     if (!InCall(k)) continue;
@@ -738,10 +777,34 @@ void CollectiveOrderBlame(BlameContext& ctx, int comp) {
     auto majority = std::max_element(prev.begin(), prev.end(), [](auto& a, auto& b) { return a.second < b.second; });
     if (prev.size() > 1 && majority->second * 2 > int(k.ranks.Count())) {
       for (int32_t r : k.ranks.Ranks()) {
-        if (origin(r) != majority->first) score[r] += 2;
+        if (origin(r) != majority->first && !held.count(r)) score[r] += 2;
       }
     }
     if (!IsCollective(k.call)) continue;
+    // 4. Behind its class-mates on a sibling communicator: ranks in the same
+    //    collective at the same place ran the same code, so each has entered
+    //    as many collectives on its own communicator of a family (its
+    //    pipeline, its half of a split) as the others on theirs. One that
+    //    entered fewer, where a member waits for it in the next one, skipped it.
+    std::map<std::string, uint64_t> most;
+    for (int32_t r : k.ranks.Ranks()) {
+      for (const auto& [c, n] : job.ranks[size_t(r)].entered) {
+        if (c != k.call.comm) most[job.comms[size_t(c)].family] = std::max(most[job.comms[size_t(c)].family], n);
+      }
+    }
+    for (int32_t r : k.ranks.Ranks()) {
+      for (const auto& [c, n] : job.ranks[size_t(r)].entered) {
+        if (c == k.call.comm || n >= most[job.comms[size_t(c)].family]) continue;
+        for (int32_t m : job.Members(c)) {
+          const CallPoint& mc = job.ranks[size_t(m)].current;
+          if (m != r && in_scc.Contains(m) && job.ranks[size_t(m)].state == RankState::kInCall && mc.comm == c &&
+              IsCollective(mc) && mc.seq == n + 1) {
+            score[r] += 2;
+            break;
+          }
+        }
+      }
+    }
     // 2. A rooted collective cannot finish without its root; only a root
     //    that never entered it (one that did its part, an eager broadcast
     //    send, and went on is not what the call waits for).
@@ -749,23 +812,28 @@ void CollectiveOrderBlame(BlameContext& ctx, int comp) {
       int32_t root = job.CommByRank(k.call.comm, k.call.peer);
       if (root >= 0 && !k.ranks.Contains(root) && in_scc.Contains(root) &&
           job.ranks[size_t(root)].Entered(k.call.comm) < k.call.seq) {
-        score[root] += 2;
+        against(root, 2);
       }
     }
     // 3. The few members missing from a call most members are in.
     if (k.waiting_for.Count() < k.ranks.Count()) {
       for (int32_t r : k.waiting_for.Ranks()) {
-        if (in_scc.Contains(r)) score[r] += 1;
+        if (in_scc.Contains(r)) against(r, 1);
       }
     }
   }
   int best = 0;
   for (const auto& [r, sc] : score) best = std::max(best, sc);
+  bool named = false;
   for (const auto& [r, sc] : score) {
     if (sc != best || best == 0) continue;
     ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(job, job.ranks[size_t(r)].current));
+    named = true;
   }
+  return named;
 }
+
+void CollectiveOrderBlame(BlameContext& ctx, int comp) { WeighCollectiveOrder(ctx, comp, {}); }
 
 }  // namespace
 

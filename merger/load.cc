@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "merger/load_stages.h"
@@ -124,6 +126,14 @@ void NameUnlabeledComms(Job* job) {
     if (all) text += ": " + members.Brief(24);
     c.label = text;
     c.family = text;
+  }
+  // Unnamed siblings (made by one call of one parent: the halves of a
+  // split) are one family, as named ones "pp0", "pp1" are by their names.
+  std::map<std::tuple<uint64_t, uint32_t, uint16_t>, std::string> first_label;
+  for (GlobalComm& c : job->comms) {
+    if (c.world || !c.parent_id || c.label.rfind("comm ", 0) != 0) continue;
+    auto [it, inserted] = first_label.emplace(std::make_tuple(c.parent_id, c.parent_counter, c.creator_call), c.label);
+    c.family = "made with " + it->second;
   }
 }
 

@@ -264,6 +264,12 @@ struct GlobalComm {
   int32_t size = 0;
   std::vector<int32_t> members;  // world rank of comm rank i (-1 unknown)
   bool world = false;
+  // How it was made: its parent's id (0 none), the creating call and the
+  // parent's creation counter. Communicators made by one call of a parent
+  // (the halves of an MPI_Comm_split) run the same code: one family.
+  uint64_t parent_id = 0;
+  uint32_t parent_counter = 0;
+  uint16_t creator_call = 0xffff;
 };
 
 // What a rank passed to a collective: compared across ranks at (comm, seq).

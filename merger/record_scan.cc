@@ -30,6 +30,11 @@ int32_t AddComm(Job* job, const CommInfo& c, int32_t rank) {
     g.family = Family(g.label);
   }
   g.kind = fmt::CommKind(c.entry.kind);
+  if (c.entry.parent_id) {
+    g.parent_id = c.entry.parent_id;
+    g.parent_counter = c.entry.parent_counter;
+    g.creator_call = c.entry.creator_call;
+  }
   g.size = std::max(g.size, c.entry.size);
   if (c.entry.flags & fmt::kCommWorld) g.world = true;
   if (!c.members.empty() && g.members.size() < c.members.size()) g.members = c.members;

@@ -209,8 +209,10 @@ std::vector<ClassLine> ClassLines(const Job& job, const Diagnosis& d) {
     }
     if (l.comms.size() > 1) {
       const std::string& fam = job.comms[size_t(g.call.comm)].family;
+      // An unnamed family (siblings of one split) has no name to show.
+      const std::string kind = fam.rfind("made with ", 0) == 0 ? "sibling" : fam;
       l.what = "in " + job.names[g.call.name] + " #" + std::to_string(g.call.seq) + " on " +
-               std::to_string(l.comms.size()) + " " + fam + " comms (" + *l.comms.begin() + ", ...)";
+               std::to_string(l.comms.size()) + " " + kind + " comms (" + *l.comms.begin() + ", ...)";
     }
   }
   return lines;

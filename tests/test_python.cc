@@ -121,6 +121,37 @@ TEST(PythonMpi, SeedHangInMpi4pyIsDiagnosedWithPythonLines) {
   EXPECT_EQ(tree.find("_PyEval_EvalFrameDefault"), std::string::npos) << "evaluation loops stay unreplaced:\n" << tree;
 }
 
+// The same hang written with mpi4py's lowercase object API: comm.bcast and
+// comm.allreduce of Python objects, which mpi4py builds from point-to-point
+// messages and broadcasts on a duplicate of the communicator of its own. A
+// rank held in such a message by a peer in a collective it is no member of
+// skipped nothing; the rank that skipped its broadcast is named, whichever
+// pipeline it is in (it was the held rank and its peer, three sessions running).
+TEST(PythonMpi, SeedHangWrittenWithObjectCollectivesNamesTheRankThatSkipped) {
+  if (!HasMpi4py()) GTEST_SKIP() << "python3-mpi4py is not installed";
+  const std::string script = kScripts + "/seed_hang.py";
+  const auto at = Markers(script);
+  for (const int hang_rank : {1, 3}) {
+    TempDir dir;
+    ProgramResult r = RunProgram({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job",
+                                  "job", "--timeout", "1", "--", kDebianPython, script, "--objects", "--hang-rank",
+                                  std::to_string(hang_rank), "--hang-step", "2"},
+                                 testing::kMpiAsRoot, 8);
+    Job job = LoadJob({dir.path()});
+    Diagnosis d = Diagnose(job);
+    ASSERT_EQ(job.world_size, 4) << r.err;
+    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, hang_rank) << d.summary;
+    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Bcast #5 on pp"), std::string::npos) << d.culprits[0].why;
+    // Its partner waits at the broadcast's line.
+    const RankView& partner = job.ranks[size_t(hang_rank - 1)];
+    ASSERT_GE(partner.user_frame, 0);
+    EXPECT_EQ(PyAt(job.frames[size_t(partner.user_frame)]),
+              "_aggregate_total_loss_objects:" + std::to_string(at.at("bcast_objects")));
+  }
+}
+
 TEST(PythonMpi, LiveDumpOfAnMpi4pyHangNamesPythonFrames) {
   if (!HasMpi4py()) GTEST_SKIP() << "python3-mpi4py is not installed";
   TempDir dir, out;

@@ -723,8 +723,41 @@ def mpi4py_skip():
             yield p
 
 
+# The pair's collective a rank skips in the composite family: the rank that
+# skips it is odd, its pair's rank 1, and a broadcast's root, so that its
+# partner waits for it whatever the algorithm.
+PAIR_COLLECTIVES = {
+    "Bcast": "pair.Bcast(one, root=1)",
+    "Allreduce": "pair.Allreduce(one, out)", "Barrier": "pair.Barrier()",
+}
+
+
+def composite():
+    """The seed's hang in mpi4py's object API, crossed: ranks in pairs (a
+    pipeline of two stages) run a buffer collective on their pair, then an
+    object collective on a duplicate of world, then a barrier on world. In
+    the third step rank s skips its pair's collective and goes on: its
+    partner waits for it in the pair; the others wait in the object
+    collective, which mpi4py builds from messages and broadcasts on a
+    communicator of its own (reduce, allreduce), so that some wait in a
+    receive from the partner, a rank of another pair."""
+    for pair_coll, pair_code in PAIR_COLLECTIVES.items():
+        for coll in ("barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall"):
+            for s in (1, 3):
+                np_ = 4
+                name = "composite_%s_%s_r%d" % (pair_coll.lower(), coll, s)
+                p = PyProgram("composite", name, np_,
+                              "Pairs {0,1} and {2,3}: pair.%s, then c.%s (objects) and a barrier on world;\n"
+                              "rank %d skips pair.%s in the third step and goes on." % (pair_coll, coll, s, pair_coll))
+                p.setup += ["if step == 0:", "    pair = world.Split(rank // 2, rank)",
+                            "if not (step == 2 and rank == %d):" % s, "    " + pair_code,
+                            PY_COLLECTIVES[coll], "world.Barrier()"]
+                p.set_truth("hang", [s])
+                yield p
+
+
 FAMILIES = [coll_skip, polling_server, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
-            any_of, step_order, comm_order, wildcard_race, mpi4py_skip]
+            any_of, step_order, comm_order, wildcard_race, mpi4py_skip, composite]
 
 
 def programs():
