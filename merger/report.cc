@@ -340,7 +340,7 @@ nlohmann::json JsonReport(const Job& job, const Diagnosis& d) {
     for (const auto& [value, ranks] : m.values) values[value] = ranks.ToString();
     j["mismatches"].push_back({{"comm", job.comms[size_t(m.comm)].label}, {"seq", m.seq}, {"field", m.field},
                                {"values", values}, {"odd", m.odd.ToString()}, {"odd_list", m.odd.Ranks()},
-                               {"tie", m.tie}});
+                               {"tie", m.tie}, {"untraced", m.untraced.ToString()}});
   }
   j["cycles"] = d.cycles;
   j["cycle_ranks"] = d.cycle_ranks;

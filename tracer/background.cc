@@ -13,10 +13,14 @@
 #include <string>
 
 #include "tracer/internal.h"
+#include "tracer/procfs.h"
 #include "tracer/python.h"
 #include "tracer/runtime.h"
 
 namespace hangtrace {
+
+int g_tracer_tids[kMaxTracerThreads];  // hangtrace's own threads (StartTracerThread)
+
 namespace {
 
 constexpr int64_t kTickNs = 100 * 1000000;       // wake-up period
@@ -104,6 +108,81 @@ void IdleCapture(TraceFile* f, uint64_t newest) {
   CaptureAllStacks(fmt::StackReason::kIdle, 200);
 }
 
+// --- blocked outside any traced call ---------------------------------------------------------
+// A process in no traced call for the timeout is most often computing. It
+// is blocked instead (DDP's gradient all-reduce, which torch issues from
+// C++; a DataLoader's queue whose worker never fills it; a file lock; an
+// MPI call hangtrace does not wrap) when its program threads ran no CPU for
+// the second half of that time, and its main thread waits in a system call
+// that waits for something (not a sleep: a rank in time.sleep waits for
+// nobody). Such a process starts the automatic report's round as a call past
+// the timeout does, once per stretch outside calls, with its stacks taken
+// at that moment: the job is reported whenever every rank is blocked, in a
+// traced call or not. The report's helper then judges the whole job from
+// the stacks (the stack call table); a slow job moves between its two looks.
+// Spinning in a progress loop (CPU used) is not seen here.
+struct BlockedProbe {
+  uint64_t idle_after = 0;   // the newest call's end the stretch follows
+  uint64_t window_start = 0; // ticks: where the CPU was last read
+  uint64_t cpu = 0;          // program threads' CPU then (clock ticks of /proc)
+  bool said = false;         // this stretch started its round
+};
+BlockedProbe g_blocked;
+
+// CPU the process's own threads have run (clock ticks), hangtrace's apart;
+// UINT64_MAX when /proc cannot say.
+uint64_t ProgramCpu() {
+  ThreadCpu all;
+  if (!ReadThreadCpu(0, 0, &all)) return UINT64_MAX;
+  uint64_t ours = 0;
+  for (const int& tid : g_tracer_tids) {
+    ThreadCpu t;
+    const int id = __atomic_load_n(&tid, __ATOMIC_ACQUIRE);
+    if (id && ReadThreadCpu(0, id, &t)) ours += t.user + t.kernel;
+  }
+  const uint64_t total = all.user + all.kernel;
+  return total >= ours ? total - ours : 0;
+}
+
+// The main thread waits in a system call that waits for something else: a
+// futex, a poll, a read, a lock. Not running, and not in a sleep.
+bool MainThreadWaits() {
+  char path[64], buf[256];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", int(getpid()));
+  if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) return false;
+  if (buf[0] < '0' || buf[0] > '9') return false;  // "running", or -1 (in user mode)
+  const long nr = strtol(buf, nullptr, 10);
+  if (nr == SYS_nanosleep || nr == SYS_clock_nanosleep) return false;
+#ifdef SYS_pause
+  if (nr == SYS_pause) return false;
+#endif
+  return true;
+}
+
+// True once per stretch outside calls, when the process is found blocked.
+bool BlockedOutsideCalls(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
+  const uint64_t half = IdleSince(f, now_ticks, limit / 2);
+  if (!half) {
+    g_blocked = BlockedProbe{};
+    return false;
+  }
+  if (g_blocked.idle_after != half) {  // a new stretch: its first window starts
+    g_blocked = BlockedProbe{half, now_ticks, ProgramCpu(), false};
+    return false;
+  }
+  if (g_blocked.said || now_ticks - half < limit || now_ticks - g_blocked.window_start < limit / 2) return false;
+  const uint64_t cpu = ProgramCpu();
+  // One clock tick (10 ms) of slack: the kernel's accounting, a signal.
+  const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
+  if (still && MainThreadWaits()) {
+    g_blocked.said = true;
+    return true;
+  }
+  g_blocked.window_start = now_ticks;  // it ran: the next window starts now
+  g_blocked.cpu = cpu;
+  return false;
+}
+
 void Watchdog(TraceFile* f, uint64_t now_ticks) {
   const fmt::ProcessInfo* p = f->process;
   const uint64_t hz = p->clock.ticks_hz;
@@ -140,11 +219,17 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   }
   const uint64_t idle_since = fired ? 0 : IdleSince(f, now_ticks, limit);
   if (idle_since) IdleCapture(f, idle_since);
+  // Only with the automatic report: alone, a process blocked outside any
+  // traced call says nothing (its idle capture is in its file).
+  const bool blocked = !fired && AutoReportOn() && BlockedOutsideCalls(f, now_ticks, limit);
+  // Where it is blocked now (the idle capture may have found it computing
+  // before it blocked).
+  if (blocked && RuntimeConfig().stacks) CaptureAllStacks(fmt::StackReason::kIdle, 200);
   int stacks = 0;
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line
   // per rank: the WATCHDOG records in the file say the rest.
-  const bool reported = AutoReportTick(f, fired, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
+  const bool reported = AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
   if (!fired || RuntimeConfig().quiet || reported) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];
@@ -206,8 +291,6 @@ void* BackgroundMain(void*) {
 }
 
 }  // namespace
-
-int g_tracer_tids[kMaxTracerThreads];
 
 namespace {
 // Every tracer thread starts here: nothing it calls is recorded as a traced

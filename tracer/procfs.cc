@@ -45,7 +45,9 @@ bool ReadProcStat(pid_t pid, ProcStat* out) {
 
 bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out) {
   char path[96], buf[1024];
-  if (pid) snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", int(pid), tid);
+  if (tid == 0 && pid) snprintf(path, sizeof(path), "/proc/%d/stat", int(pid));
+  else if (tid == 0) snprintf(path, sizeof(path), "/proc/self/stat");
+  else if (pid) snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", int(pid), tid);
   else snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
   if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) return false;
   const char* p = strrchr(buf, ')');  // comm may contain spaces and ')'

@@ -41,7 +41,8 @@ struct ProcStat {
 bool ReadProcStat(pid_t pid, ProcStat* out);
 
 // What a thread has run, in clock ticks: in user mode and in the kernel
-// (/proc/PID/task/TID/stat fields 14 and 15; pid 0: this process).
+// (/proc/PID/task/TID/stat fields 14 and 15; pid 0: this process; tid 0:
+// the whole process, every thread it ever ran included).
 struct ThreadCpu {
   uint64_t user = 0, kernel = 0;
 };

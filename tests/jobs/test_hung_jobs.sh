@@ -43,6 +43,11 @@
 #                         every rank's worker beside it, and the report names
 #                         rank 2's with its line and shows its stack
 #   auto-torch-loader     the same traced, from the automatic report
+#   auto-torch-ddp-loader the same under DDP: no rank in a traced call; the
+#                         round starts from a rank blocked outside any
+#   auto-torch-busy       healthy, every rank computing past the timeout
+#                         outside calls (main thread joining a busy thread):
+#                         no round, nothing in the log
 #   h5py-skip             tests/python/h5py_hang.py (h5py, mpio driver) untraced:
 #                         rank 2 skips a collective create_dataset; every
 #                         rank is placed at the program's own line
@@ -354,6 +359,27 @@ case "$scenario" in
     analyze "$work/dump"
     check verdict=hang exit=3 summary="at main (h5py_hang.py:"
     ! sed -n '/^classes/,/^$/p' report.txt | grep -q "h5py/" || fail "a class is placed in h5py's code, not the program's"
+    ;;
+  auto-torch-busy)
+    # Healthy: every rank computes for longer than the timeout outside any
+    # traced call, its main thread first waiting for a thread that computes.
+    # No round, no line in the log.
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" busy
+    job_ended 120 || fail "the job did not end"
+    [ "$(grep -c '^done ' job.out)" = 4 ] || fail "the job did not finish: $(tail -5 job.out)"
+    ! grep -q 'hangtrace:' job.out || fail "a healthy job got hangtrace lines in its log: $(grep hangtrace: job.out | head -3)"
+    ! ls -d "$work"/report/*/round-* > /dev/null 2>&1 || fail "a healthy job started a report round"
+    ;;
+  auto-torch-ddp-loader)
+    # The same under DistributedDataParallel: rank 2 waits for its worker,
+    # the others in backward's gradient all-reduce, which torch issues from
+    # C++. No rank is in a traced call: the round starts when a rank is
+    # blocked outside any (no CPU, its main thread waiting in a system call).
+    torch_scenario=ddp-loader
+    torch_job "${auto[@]}" $(traced)
+    since=$(date +%s.%N)
+    auto_report_within 13
+    check verdict=hang exit=3 culprits=2 child:2="__getitem__ (torch_hang.py:" op:0-1,3=allreduce
     ;;
   torch-loader | auto-torch-loader)
     # Rank 2 waits for its DataLoader worker, which sleeps for good in the

@@ -23,11 +23,17 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   lock       rank 0 takes a file lock and enters an all-reduce; the others
              wait for the lock before theirs (a cycle through the lock)
   slow       rank 1 sleeps 20 s in step 1, then every rank finishes
+  busy       healthy: every rank computes 4 s with no call (its main thread
+             waiting for a thread that computes, then computing itself),
+             then all-reduces and exits 0
   object     an object collective skipped: rank 2 goes on to the barrier
              while the others share a Python object (broadcast_object_list)
   loader     a DataLoader whose worker process blocks for good in rank 2's
              dataset (__getitem__): rank 2 waits for its worker, the others
              in the all-reduce of the batch rank 2 never gets
+  ddp-loader the same under DistributedDataParallel: the others wait in
+             backward's gradient all-reduce, which torch issues from C++
+             (no traced call anywhere)
 Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
 ddp: rank 1; ddp-short: rank 3; abort: never, it ends).
 """
@@ -112,7 +118,7 @@ def main():
         if rank != 2:
             dist.broadcast_object_list(config, src=0)
         dist.barrier()
-    elif scenario == "loader":
+    elif scenario in ("loader", "ddp-loader"):
         class Samples(torch.utils.data.Dataset):
             def __len__(self):
                 return 8
@@ -124,10 +130,27 @@ def main():
                 return torch.ones(8) * i
 
         loader = torch.utils.data.DataLoader(Samples(), batch_size=2, num_workers=1)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8)) if scenario == "ddp-loader" else None
         for n, batch in enumerate(loader):
             if n == 2:
                 hung(who=1)  # rank 2 never gets its third batch
-            dist.all_reduce(batch)
+            if model:
+                model(batch).sum().backward()
+            else:
+                dist.all_reduce(batch)
+    elif scenario == "busy":
+        import threading
+
+        def spin(seconds):
+            end, x = time.monotonic() + seconds, 0
+            while time.monotonic() < end:
+                x += 1
+
+        worker = threading.Thread(target=spin, args=(2.5,))
+        worker.start()
+        worker.join()  # the main thread waits in a futex while its worker runs
+        spin(2.5)
+        dist.all_reduce(t)
     elif scenario == "slow":
         for step in range(3):
             if step == 1:
