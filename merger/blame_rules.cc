@@ -146,8 +146,8 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         const bool with_others = !ctx.deaths.exited.Empty() && v.end_real_ns >= first_exit - 1000000000 &&
                                  v.end_real_ns <= ctx.deaths.last_ns + 1000000000;
         char for_s[32] = "";
-        if (v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
-          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+        if (v.OutsideSince() && v.end_real_ns > v.OutsideSince()) {
+          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.OutsideSince()) / 1e9);
         }
         why = with_others ? ctx.NeverEntered(r) + "; not in any traced call" + for_s +
                                 (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : "") +
@@ -165,11 +165,14 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         break;
       default: {
         char for_s[32] = "";
-        if (v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
-          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+        if (v.OutsideSince() && v.end_real_ns > v.OutsideSince()) {
+          snprintf(for_s, sizeof(for_s), " for %.1f s", double(v.end_real_ns - v.OutsideSince()) / 1e9);
         }
         why = ctx.NeverEntered(r) + "; not in any traced call" + for_s +
               (v.previous.valid ? " since " + DescribeCall(ctx.job, v.previous) + " returned" : std::string()) +
+              (v.side_call.valid ? " (another thread of it is in " + DescribeCall(ctx.job, v.side_call) +
+                                       ", begun under a second ago: its calls keep completing)"
+                                 : std::string()) +
               (v.idle_frame >= 0 ? ", now in " + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text())
                : v.stacks.empty() ? std::string(" (no stacks say whether it computes or waits in a call hangtrace "
                                                 "does not trace: hangtrace dump reads them)")

@@ -166,8 +166,8 @@ Classes Classify(const Job& job) {
     if (!g.ranks.Empty() && g.user_frame != v.user_frame) g.user_frame = -1;  // not the same for all
     g.ranks.Add(v.rank);
     if (in) g.in_call_s = std::max(g.in_call_s, v.current.seconds);
-    if (v.state == RankState::kCompute && v.last_record_real_ns && v.end_real_ns > v.last_record_real_ns) {
-      g.outside_s = std::max(g.outside_s, double(v.end_real_ns - v.last_record_real_ns) / 1e9);
+    if (v.state == RankState::kCompute && v.OutsideSince() && v.end_real_ns > v.OutsideSince()) {
+      g.outside_s = std::max(g.outside_s, double(v.end_real_ns - v.OutsideSince()) / 1e9);
     }
     if (v.idle_frame >= 0) ++idle_votes[it->second][v.idle_frame];
     if (!v.host.empty() && std::find(g.hosts.begin(), g.hosts.end(), v.host) == g.hosts.end() && g.hosts.size() < 8) {

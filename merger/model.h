@@ -208,6 +208,16 @@ struct RankView {
   // Python thread's "Thread-2"), "" when it is the main thread or unknown.
   std::string call_thread;
   uint64_t records = 0;     // records its program threads ever wrote (lane heads): moves with any call
+  // Outside any call: when its main thread left its last traced call
+  // (realtime ns), which another thread's calls (a heartbeat's) do not
+  // make recent; `previous` is that call. 0: its program threads' newest
+  // record says (no main thread's call known).
+  int64_t outside_since_real_ns = 0;
+  // A thread not the main one in a call younger than a second while the
+  // main thread has been outside calls for longer (a heartbeat thread's
+  // all-reduce, a progress thread's wait): said beside the rank, never its
+  // position. Invalid when none.
+  CallPoint side_call;
   uint32_t worker = 0;      // which loader's signature table holds its calls
 
   // --- stacks ---
@@ -241,6 +251,8 @@ struct RankView {
   // Its own processes that are no ranks (ChildProcess), when a dump took them.
   std::vector<ChildProcess> children;
 
+  // Since when it has been outside any traced call (realtime ns, 0 unknown).
+  int64_t OutsideSince() const { return outside_since_real_ns ? outside_since_real_ns : last_record_real_ns; }
   uint64_t Entered(int32_t comm) const {
     for (const auto& [c, n] : entered) {
       if (c == comm) return n;

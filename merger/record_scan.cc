@@ -209,6 +209,34 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
     if (t.has_last && (!latest || t.last.ticks > latest->last.ticks)) latest = &t;
     v->records += t.head;
   }
+  // The main thread outside any call, while another thread is in a call
+  // that began after the main thread left its last one and is younger than
+  // a second (and a quarter of the main thread's time out): that thread's
+  // calls keep completing (a heartbeat all-reducing every 100 ms on a
+  // communicator of its own); the rank is where its main thread is. Taking
+  // the young call for its position blamed the members that thread's next
+  // call waits for, which were only between two heartbeats.
+  const ThreadInfo* main = nullptr;
+  for (const ThreadInfo& t : s.threads) {
+    if (!t.tracer && t.tid == uint32_t(p.pid)) main = &t;
+  }
+  if (in && main && in != main && !main->in_call && main->has_last && main->last.ticks < in->current.ticks) {
+    // The last heartbeat may precede the call's begin (one every 0.1 s).
+    const int64_t begun = s.TicksToRealNs(in->current.ticks);
+    const int64_t now = std::max(p.heartbeat_real_ns, begun);
+    const int64_t call_age = now - begun;
+    const int64_t main_out = now - s.TicksToRealNs(main->last.ticks);
+    if (call_age < 1000000000 && call_age * 4 < main_out) {
+      v->side_call = PointOf(s, maps, shared, in->current);
+      in = nullptr;
+    }
+  }
+  // Outside any call: its main thread's last call says since when, which
+  // another thread's calls (a heartbeat's) do not make recent.
+  if (!in && main && !main->in_call && main->has_last) {
+    latest = main;
+    v->outside_since_real_ns = s.TicksToRealNs(main->last.ticks);
+  }
   if (in) {
     v->current = PointOf(s, maps, shared, in->current);
     v->traced_call = true;

@@ -395,6 +395,35 @@ void ExpectEveryMessageFirstOfItsStream(const TempDir& dir, size_t at_least) {
   }
 }
 
+// Each thread is its own waiter: a heartbeat thread that all-reduces on a
+// communicator of its own every 0.1 s is inside one of them most of the
+// time. Rank 3 skips a barrier on world and sleeps; its heartbeat goes on.
+// Taken for rank 3's position, the heartbeat's young all-reduce (waiting
+// for rank 0's, which is a moment late) named rank 0, innocent, in its
+// barrier. Looked at ten times, a tenth of a second apart: rank 3 alone.
+TEST(Mpi, AHeartbeatThreadsCallsAreNotWhereTheRankWaits) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--timeout", "1", "--", HT_MPI_PROG, "heartbeat"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1500 * 1000);  // past the watchdog's second
+  for (int look = 0; look < 10; ++look) {
+    Job loaded = LoadJob({dir.path()});
+    Diagnosis d = Diagnose(loaded);
+    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << "look " << look << ": " << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 3) << d.summary;
+    // Said from its main thread: the barrier (#2-#4: MPI_Comm_dup is #1) it
+    // left, not the heartbeat's last call.
+    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Barrier #4 on world; not in any traced call for"),
+              std::string::npos)
+        << d.culprits[0].why;
+    EXPECT_NE(d.culprits[0].why.find("since MPI_Barrier #3 on world returned"), std::string::npos) << d.culprits[0].why;
+    usleep(100 * 1000);
+  }
+}
+
 // A program that creates and frees more communicators than a trace file's
 // table holds (4,096), then hangs on a new one: freed slots are taken
 // again, and the hang is seen on the communicator it is on. Before, past

@@ -37,6 +37,12 @@
  *             "second" (MPI often hands out the same handle again); the
  *             second thread does an Allreduce on "second"; rank 0 prints
  *             "same_handle 1" when the handles were equal
+ *   heartbeat MPI_THREAD_MULTIPLE: a thread all-reduces on its own comm
+ *             "heartbeat" every 0.1 s (rank 0 late to each, so that the
+ *             others are inside one most of the time); the main thread makes
+ *             three barriers on world a second apart, rank 3 skips the third
+ *             and sleeps: hung until killed (rank 0 prints "stuck" once in
+ *             place)
  *   many-comms [N [keep|K]]  N (5000) times: MPI_Comm_dup of world, an
  *             Allreduce and a message from rank 0 to 1 on it, then
  *             MPI_Comm_free (none with keep; all but the first K with K);
@@ -401,6 +407,35 @@ __attribute__((noinline)) static void oom(const char* procs) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+static MPI_Comm heartbeat_comm;
+static void* heartbeat_thread(void* arg) {
+  (void)arg;
+  for (;;) {
+    int x = 1, y = 0;
+    if (rank == 0) usleep(90000);
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, heartbeat_comm);
+    usleep(10000);
+  }
+  return NULL;
+}
+
+static void heartbeat(void) {
+  pthread_t th;
+  MPI_Comm_dup(MPI_COMM_WORLD, &heartbeat_comm);
+  MPI_Comm_set_name(heartbeat_comm, "heartbeat");
+  pthread_create(&th, NULL, heartbeat_thread, NULL);
+  for (int step = 0; step < 3; ++step) {
+    sleep(1);
+    if (step == 2 && rank == 3) continue;
+    if (step == 2 && rank == 0) {
+      printf("stuck\n");
+      fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  for (;;) sleep(1);
+}
+
 static void unnamed(void) {
   MPI_Comm half, dup;
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
@@ -414,7 +449,7 @@ static void unnamed(void) {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "families";
   int provided;
-  const int multiple = !strcmp(mode, "threads") || !strcmp(mode, "recycled-comm");
+  const int multiple = !strcmp(mode, "threads") || !strcmp(mode, "recycled-comm") || !strcmp(mode, "heartbeat");
   MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -430,6 +465,10 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else if (!strcmp(mode, "unnamed")) unnamed();
   else if (!strcmp(mode, "stuck")) stuck();
+  else if (!strcmp(mode, "heartbeat")) {
+    check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+    heartbeat();
+  }
   else if (!strcmp(mode, "many-comms")) {
     const int n = argc > 2 ? atoi(argv[2]) : 5000;
     many_comms(n, argc <= 3 ? 0 : !strcmp(argv[3], "keep") ? n : atoi(argv[3]));
