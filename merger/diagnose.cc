@@ -1156,7 +1156,12 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
     return DescribeCall(job, g.call) + " does not complete though ranks " + g.ranks.Brief(24) +
            " are all in it: the problem is below MPI (network, device, library), not a rank";
   }
-  return std::to_string(in_call) + " ranks are in traced calls; no rank is waited for";
+  // Waits the rules could not weigh (a cycle with no evidence against any
+  // of its ranks): said as what they are, with no culprit.
+  const bool waits = std::any_of(d.groups.begin(), d.groups.end(), [](const Group& g) { return !g.waiting_for.Empty(); });
+  return std::to_string(in_call) + " ranks are in traced calls" +
+         (waits ? ", waiting for each other (see the classes); nothing in the trace says which of them strayed"
+                : "; no rank is waited for");
 }
 
 }  // namespace diagnose

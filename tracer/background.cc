@@ -1,6 +1,7 @@
 // The runtime's one background thread: heartbeat, clock calibration and the
 // watchdog. It never calls into MPI, NCCL or CUDA, never takes a lock that a
 // traced thread may hold, and prints with write(2) only.
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -113,14 +114,16 @@ void IdleCapture(TraceFile* f, uint64_t newest) {
 // is blocked instead (DDP's gradient all-reduce, which torch issues from
 // C++; a DataLoader's queue whose worker never fills it; a file lock; an
 // MPI call hangtrace does not wrap) when its program threads ran no CPU for
-// the second half of that time, and its main thread waits in a system call
-// that waits for something (not a sleep: a rank in time.sleep waits for
-// nobody). Such a process starts the automatic report's round as a call past
-// the timeout does, once per stretch outside calls, with its stacks taken
-// at that moment: the job is reported whenever every rank is blocked, in a
-// traced call or not. The report's helper then judges the whole job from
-// the stacks (the stack call table); a slow job moves between its two looks.
-// Spinning in a progress loop (CPU used) is not seen here.
+// the second half of that time (nor did its child processes: a DataLoader
+// worker that computes, a subprocess it waits for), and its main thread
+// waits in a system call that waits for something (not a sleep: a rank in
+// time.sleep waits for nobody). Such a process starts the automatic
+// report's round as a call past the timeout does, once per stretch outside
+// calls, with its stacks taken at that moment: the job is reported whenever
+// every rank is blocked, in a traced call or not. The report's helper then
+// judges the whole job from the stacks (the stack call table); a slow job
+// moves between its two looks. Spinning in a progress loop (CPU used) is
+// not seen here.
 struct BlockedProbe {
   uint64_t idle_after = 0;   // the newest call's end the stretch follows
   uint64_t window_start = 0; // ticks: where the CPU was last read
@@ -129,8 +132,9 @@ struct BlockedProbe {
 };
 BlockedProbe g_blocked;
 
-// CPU the process's own threads have run (clock ticks), hangtrace's apart;
-// UINT64_MAX when /proc cannot say.
+// CPU the process's own threads have run (clock ticks), hangtrace's apart,
+// and its live child processes (a DataLoader's workers, a subprocess it
+// waits for: its work, done elsewhere); UINT64_MAX when /proc cannot say.
 uint64_t ProgramCpu() {
   ThreadCpu all;
   if (!ReadThreadCpu(0, 0, &all)) return UINT64_MAX;
@@ -141,7 +145,27 @@ uint64_t ProgramCpu() {
     if (id && ReadThreadCpu(0, id, &t)) ours += t.user + t.kernel;
   }
   const uint64_t total = all.user + all.kernel;
-  return total >= ours ? total - ours : 0;
+  uint64_t cpu = total >= ours ? total - ours : 0;
+  // Each thread's children (/proc/self/task/TID/children), up to 64.
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    int children = 0;
+    while (struct dirent* e = readdir(tasks)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      char path[300], buf[1024];
+      snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+      if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) continue;
+      for (char* p = buf; *p && children < 64;) {
+        char* end = nullptr;
+        const long child = strtol(p, &end, 10);
+        if (end == p) break;
+        ThreadCpu c;
+        if (child > 0 && ReadThreadCpu(pid_t(child), 0, &c)) cpu += c.user + c.kernel, ++children;
+        p = end;
+      }
+    }
+    closedir(tasks);
+  }
+  return cpu;
 }
 
 // The main thread waits in a system call that waits for something else: a

@@ -45,9 +45,9 @@
 #   auto-torch-loader     the same traced, from the automatic report
 #   auto-torch-ddp-loader the same under DDP: no rank in a traced call; the
 #                         round starts from a rank blocked outside any
-#   auto-torch-busy       healthy, every rank computing past the timeout
-#                         outside calls (main thread joining a busy thread):
-#                         no round, nothing in the log
+#   auto-torch-busy       healthy, every rank working past the timeout
+#                         outside calls (main thread joining a busy thread,
+#                         then a busy subprocess): no round, nothing in the log
 #   h5py-skip             tests/python/h5py_hang.py (h5py, mpio driver) untraced:
 #                         rank 2 skips a collective create_dataset; every
 #                         rank is placed at the program's own line
@@ -361,9 +361,9 @@ case "$scenario" in
     ! sed -n '/^classes/,/^$/p' report.txt | grep -q "h5py/" || fail "a class is placed in h5py's code, not the program's"
     ;;
   auto-torch-busy)
-    # Healthy: every rank computes for longer than the timeout outside any
-    # traced call, its main thread first waiting for a thread that computes.
-    # No round, no line in the log.
+    # Healthy: every rank works for longer than the timeout outside any
+    # traced call, its main thread waiting for a thread that computes, then
+    # for a subprocess that computes. No round, no line in the log.
     start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/torch_hang.py" busy
     job_ended 120 || fail "the job did not end"
     [ "$(grep -c '^done ' job.out)" = 4 ] || fail "the job did not finish: $(tail -5 job.out)"

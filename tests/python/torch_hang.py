@@ -23,9 +23,9 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   lock       rank 0 takes a file lock and enters an all-reduce; the others
              wait for the lock before theirs (a cycle through the lock)
   slow       rank 1 sleeps 20 s in step 1, then every rank finishes
-  busy       healthy: every rank computes 4 s with no call (its main thread
-             waiting for a thread that computes, then computing itself),
-             then all-reduces and exits 0
+  busy       healthy: every rank works 7.5 s with no call (its main thread
+             waiting for a thread that computes, then for a subprocess that
+             computes, then computing itself), then all-reduces and exits 0
   object     an object collective skipped: rank 2 goes on to the barrier
              while the others share a Python object (broadcast_object_list)
   loader     a DataLoader whose worker process blocks for good in rank 2's
@@ -149,6 +149,9 @@ def main():
         worker = threading.Thread(target=spin, args=(2.5,))
         worker.start()
         worker.join()  # the main thread waits in a futex while its worker runs
+        import subprocess
+        subprocess.run([sys.executable, "-c", "import time\nend = time.monotonic() + 2.5\n"
+                        "while time.monotonic() < end: pass"], check=True)  # waits in wait4
         spin(2.5)
         dist.all_reduce(t)
     elif scenario == "slow":
