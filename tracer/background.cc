@@ -122,8 +122,8 @@ void IdleCapture(TraceFile* f, uint64_t newest) {
 // calls, with its stacks taken at that moment: the job is reported whenever
 // every rank is blocked, in a traced call or not. The report's helper then
 // judges the whole job from the stacks (the stack call table); a slow job
-// moves between its two looks. Spinning in a progress loop (CPU used) is
-// not seen here.
+// moves between its two looks. A main thread spinning inside a
+// communication library, found there by two captures, is blocked too.
 struct BlockedProbe {
   uint64_t idle_after = 0;   // the newest call's end the stretch follows
   uint64_t window_start = 0; // ticks: where the CPU was last read
@@ -183,7 +183,52 @@ bool MainThreadWaits() {
   return true;
 }
 
-// True once per stretch outside calls, when the process is found blocked.
+// A communication library's file, by name: MPI's (Open MPI with its
+// components, MPICH), its transports, gloo, NCCL/RCCL.
+bool IsCommunicationLibrary(const char* path) {
+  const char* base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  static const char* const kPrefixes[] = {"libmpi",  "libopen-pal", "libopen-rte", "mca_",   "libmpich",
+                                          "libucp",  "libucs",      "libuct",      "libfabric", "libpsm",
+                                          "libgloo", "libnccl",     "librccl",     "libpmix"};
+  for (const char* prefix : kPrefixes) {
+    if (strncmp(base, prefix, strlen(prefix)) == 0) return true;
+  }
+  return false;
+}
+
+// Whether the main thread's stack in the newest capture round, taken since
+// `since_ticks`, runs inside a communication library (any of its 16
+// innermost frames, by the round's module map): an MPI call hangtrace does
+// not wrap, spinning in its progress loop.
+bool MainThreadInCommunicationLibrary(TraceFile* f, uint64_t since_ticks) {
+  const uint32_t count = std::min(__atomic_load_n(&f->header->counters.stack_count, __ATOMIC_ACQUIRE), fmt::kMaxStacks);
+  const fmt::StackSlot* main = nullptr;
+  for (uint32_t i = 0; i < count; ++i) {
+    const fmt::StackSlot* s = &f->stacks[i];
+    const uint32_t status = __atomic_load_n(&s->status, __ATOMIC_ACQUIRE);
+    if (s->tid == uint32_t(getpid()) && s->ticks >= since_ticks &&
+        (status == uint32_t(fmt::StackStatus::kDone) || status == uint32_t(fmt::StackStatus::kTruncated))) {
+      main = s;
+    }
+  }
+  if (!main || !f->modules || !f->modules_allocated) return false;
+  const uint32_t modules = f->header->sections[fmt::kSecModules].count;
+  for (uint32_t k = 0; k < main->nframes && k < 16 && k < fmt::kMaxFrames; ++k) {
+    const uint64_t pc = main->frames[k].pc;
+    for (uint32_t m = 0; m < modules; ++m) {
+      const fmt::ModuleEntry& e = f->modules[m];
+      if (e.round == main->round && pc >= e.start && pc < e.end) {
+        if (IsCommunicationLibrary(e.path)) return true;
+        break;
+      }
+    }
+  }
+  return false;
+}
+
+// True once per stretch outside calls, when the process is found blocked
+// (its stacks then taken again: where it is blocked now).
 bool BlockedOutsideCalls(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
   const uint64_t half = IdleSince(f, now_ticks, limit / 2);
   if (!half) {
@@ -198,11 +243,25 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
   const uint64_t cpu = ProgramCpu();
   // One clock tick (10 ms) of slack: the kernel's accounting, a signal.
   const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
+  const bool capture = RuntimeConfig().stacks;
   if (still && MainThreadWaits()) {
     g_blocked.said = true;
+    if (capture) CaptureAllStacks(fmt::StackReason::kIdle, 200);
     return true;
   }
-  g_blocked.window_start = now_ticks;  // it ran: the next window starts now
+  // It ran. Spinning inside a communication library (an MPI call hangtrace
+  // does not wrap waits in its progress loop, on the CPU) counts as blocked
+  // when two captures, the stretch's and one taken now, both find it there;
+  // the second is taken only when the first did, so that a rank that
+  // computes is not looked at again.
+  if (capture && MainThreadInCommunicationLibrary(f, half)) {
+    CaptureAllStacks(fmt::StackReason::kIdle, 200);
+    if (MainThreadInCommunicationLibrary(f, now_ticks)) {
+      g_blocked.said = true;
+      return true;
+    }
+  }
+  g_blocked.window_start = now_ticks;  // the next window starts now
   g_blocked.cpu = cpu;
   return false;
 }
@@ -246,9 +305,6 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   // Only with the automatic report: alone, a process blocked outside any
   // traced call says nothing (its idle capture is in its file).
   const bool blocked = !fired && AutoReportOn() && BlockedOutsideCalls(f, now_ticks, limit);
-  // Where it is blocked now (the idle capture may have found it computing
-  // before it blocked).
-  if (blocked && RuntimeConfig().stacks) CaptureAllStacks(fmt::StackReason::kIdle, 200);
   int stacks = 0;
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line

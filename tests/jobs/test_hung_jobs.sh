@@ -45,6 +45,9 @@
 #   auto-torch-loader     the same traced, from the automatic report
 #   auto-torch-ddp-loader the same under DDP: no rank in a traced call; the
 #                         round starts from a rank blocked outside any
+#   auto-mpi-fence        mpi_prog fence: the others spin in MPI_Win_fence
+#                         (untraced) while rank 1 sleeps: the round starts
+#                         from two captures inside MPI
 #   auto-torch-busy       healthy, every rank working past the timeout
 #                         outside calls (main thread joining a busy thread,
 #                         then a busy subprocess): no round, nothing in the log
@@ -359,6 +362,16 @@ case "$scenario" in
     analyze "$work/dump"
     check verdict=hang exit=3 summary="at main (h5py_hang.py:"
     ! sed -n '/^classes/,/^$/p' report.txt | grep -q "h5py/" || fail "a class is placed in h5py's code, not the program's"
+    ;;
+  auto-mpi-fence)
+    # One-sided MPI, not traced yet: rank 1 sleeps instead of its third
+    # MPI_Win_fence; the others spin in theirs, in no traced call, on the
+    # CPU. Two captures find their main threads inside MPI: the round starts.
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" fence
+    wait_for 300 says stuck || fail "the job never got in place"
+    since=$(date +%s.%N)
+    auto_report_within 13
+    check verdict=hang exit=3 culprits=1 op:0,2-3=other
     ;;
   auto-torch-busy)
     # Healthy: every rank works for longer than the timeout outside any

@@ -43,6 +43,10 @@
  *             three barriers on world a second apart, rank 3 skips the third
  *             and sleeps: hung until killed (rank 0 prints "stuck" once in
  *             place)
+ *   fence     a window on world (MPI_Win_allocate, which hangtrace does not
+ *             trace yet) and three MPI_Win_fence epochs; rank 1 sleeps
+ *             instead of the third: the others spin in the fence, in no
+ *             traced call; hung until killed (rank 0 prints "stuck")
  *   many-comms [N [keep|K]]  N (5000) times: MPI_Comm_dup of world, an
  *             Allreduce and a message from rank 0 to 1 on it, then
  *             MPI_Comm_free (none with keep; all but the first K with K);
@@ -436,6 +440,24 @@ static void heartbeat(void) {
   for (;;) sleep(1);
 }
 
+static void fence(void) {
+  MPI_Win win;
+  int* mem = NULL;
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+  for (int step = 0; step < 3; ++step) {
+    if (step == 2 && rank == 1) {
+      for (;;) sleep(1);
+    }
+    if (step == 2 && rank == 0) {
+      printf("stuck\n");
+      fflush(stdout);
+    }
+    MPI_Win_fence(0, win);
+  }
+  MPI_Win_free(&win);
+}
+
 static void unnamed(void) {
   MPI_Comm half, dup;
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
@@ -465,6 +487,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();
   else if (!strcmp(mode, "unnamed")) unnamed();
   else if (!strcmp(mode, "stuck")) stuck();
+  else if (!strcmp(mode, "fence")) fence();
   else if (!strcmp(mode, "heartbeat")) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     heartbeat();
