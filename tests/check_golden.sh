@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Golden reports (uftrace style): for each line of tests/golden/cases.txt,
 # simulate the job (or take the dump tests/golden/dumps/NAME, for `@dump`),
-# analyze it, and compare the whole text report with tests/golden/NAME.txt,
-# so that any change of wording or of a diagnosis is seen. UPDATE=1
-# rewrites the expected files instead.
+# analyze it, and compare the whole text report with tests/golden/NAME.txt
+# and the JSON (--format json, the contract docs/JSON.md describes) with
+# tests/golden/NAME.json, the folders it names written WORK and GOLDEN, so
+# that any change of wording, of a field or of a diagnosis is seen.
+# UPDATE=1 rewrites the expected files instead.
 #   tests/check_golden.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -16,21 +18,26 @@ while IFS='|' read -r name args; do
   [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
   if [ "$(echo "$args" | xargs)" = "@dump" ]; then
     # A dump kept as it was taken (node.json): the stacks-only diagnosis.
-    TZ=UTC "$build/bin/hangtrace" analyze "$here/dumps/$name" > "$work/$name.txt" 2>&1 || true
+    input="$here/dumps/$name"
   else
     # shellcheck disable=SC2086
     "$build/bin/hangtrace" simulate $args --out "$work/$name" > /dev/null 2>&1
-    TZ=UTC "$build/bin/hangtrace" analyze "$work/$name/sim" > "$work/$name.txt" 2>&1 || true
+    input="$work/$name/sim"
   fi
-  if [ -n "${UPDATE:-}" ]; then
-    cp "$work/$name.txt" "$here/$name.txt"
-    echo "updated $name"
-  elif ! diff -u "$here/$name.txt" "$work/$name.txt"; then
-    echo "FAIL: $name: the report differs from tests/golden/$name.txt (UPDATE=1 $0 $1 if the change is meant)"
-    failed=1
-  else
-    echo "ok $name"
-  fi
+  TZ=UTC "$build/bin/hangtrace" analyze "$input" > "$work/$name.txt" 2>&1 || true
+  TZ=UTC "$build/bin/hangtrace" analyze --format json "$input" 2>&1 |
+    sed -e "s|$work|WORK|g" -e "s|$here|GOLDEN|g" > "$work/$name.json" || true
+  for kind in txt json; do
+    if [ -n "${UPDATE:-}" ]; then
+      cp "$work/$name.$kind" "$here/$name.$kind"
+      echo "updated $name.$kind"
+    elif ! diff -u "$here/$name.$kind" "$work/$name.$kind"; then
+      echo "FAIL: $name: the report differs from tests/golden/$name.$kind (UPDATE=1 $0 $1 if the change is meant)"
+      failed=1
+    else
+      echo "ok $name.$kind"
+    fi
+  done
 done < "$here/cases.txt"
 # docs/ANALYSIS.md says how many there are: kept true.
 sims=$(grep -v '^#' "$here/cases.txt" | grep -c '|' | tr -d ' ')
