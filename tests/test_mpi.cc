@@ -424,6 +424,28 @@ TEST(Mpi, AHeartbeatThreadsCallsAreNotWhereTheRankWaits) {
   }
 }
 
+// A thread per communicator: rank 1's thread on B skips its last
+// all-reduce while its thread on A goes on all-reducing every 0.1 s; the
+// others' threads on B wait for it. Rank 1's young calls on A are not
+// where it waits: rank 1 alone, each of five looks.
+TEST(Mpi, AThreadPerCommunicatorIsItsOwnWaiter) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--timeout", "1", "--", HT_MPI_PROG, "comm-threads"},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1500 * 1000);
+  for (int look = 0; look < 5; ++look) {
+    Job loaded = LoadJob({dir.path()});
+    Diagnosis d = Diagnose(loaded);
+    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << "look " << look << ": " << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 1) << d.summary;
+    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce #5 on B"), std::string::npos) << d.culprits[0].why;
+    usleep(150 * 1000);
+  }
+}
+
 // A program that creates and frees more communicators than a trace file's
 // table holds (4,096), then hangs on a new one: freed slots are taken
 // again, and the hang is seen on the communicator it is on. Before, past

@@ -43,6 +43,11 @@
  *             three barriers on world a second apart, rank 3 skips the third
  *             and sleeps: hung until killed (rank 0 prints "stuck" once in
  *             place)
+ *   comm-threads  MPI_THREAD_MULTIPLE: a thread per dup of world, "A"
+ *             (60 all-reduces 0.1 s apart) and "B" (5 all-reduces); rank 1's
+ *             thread B skips its last; the main threads join theirs: hung
+ *             until killed (rank 0 prints "stuck" once its B thread is in
+ *             its last all-reduce)
  *   fence     a window on world (MPI_Win_allocate, which hangtrace does not
  *             trace yet) and three MPI_Win_fence epochs; rank 1 sleeps
  *             instead of the third: the others spin in the fence, in no
@@ -440,6 +445,35 @@ static void heartbeat(void) {
   for (;;) sleep(1);
 }
 
+static MPI_Comm thread_comms[2];
+static void* comm_thread(void* arg) {
+  const int which = (int)(long)arg;  // 0: A, 1: B
+  for (int k = 0; k < (which == 0 ? 60 : 5); ++k) {
+    int x = 1, y = 0;
+    if (which == 0) usleep(100000);
+    if (which == 1 && k == 4) {
+      if (rank == 1) break;  // rank 1's thread B skips its last all-reduce
+      if (rank == 0) {
+        printf("stuck\n");
+        fflush(stdout);
+      }
+    }
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, thread_comms[which]);
+  }
+  return NULL;
+}
+
+static void comm_threads(void) {
+  pthread_t th[2];
+  MPI_Comm_dup(MPI_COMM_WORLD, &thread_comms[0]);
+  MPI_Comm_dup(MPI_COMM_WORLD, &thread_comms[1]);
+  MPI_Comm_set_name(thread_comms[0], "A");
+  MPI_Comm_set_name(thread_comms[1], "B");
+  for (long i = 0; i < 2; ++i) pthread_create(&th[i], NULL, comm_thread, (void*)i);
+  for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void fence(void) {
   MPI_Win win;
   int* mem = NULL;
@@ -471,7 +505,8 @@ static void unnamed(void) {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "families";
   int provided;
-  const int multiple = !strcmp(mode, "threads") || !strcmp(mode, "recycled-comm") || !strcmp(mode, "heartbeat");
+  const int multiple = !strcmp(mode, "threads") || !strcmp(mode, "recycled-comm") || !strcmp(mode, "heartbeat") ||
+                       !strcmp(mode, "comm-threads");
   MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -488,6 +523,10 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "unnamed")) unnamed();
   else if (!strcmp(mode, "stuck")) stuck();
   else if (!strcmp(mode, "fence")) fence();
+  else if (!strcmp(mode, "comm-threads")) {
+    check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+    comm_threads();
+  }
   else if (!strcmp(mode, "heartbeat")) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     heartbeat();
