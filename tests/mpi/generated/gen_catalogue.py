@@ -160,6 +160,7 @@ class Program:
 
     def __init__(self, family, name, np_, story):
         self.family, self.name, self.np, self.story = family, name, np_, story
+        self.before_init = []    # statements before MPI_Init (the library's settings)
         self.setup = []          # statements every rank runs first
         self.branches = []       # (condition, statements)
         self.truth = {}          # verdict, culprits, ops (rank -> "a|b"), words
@@ -183,7 +184,8 @@ class Program:
         for line in self.story.split("\n"):
             out.append(" * " + line)
         out.append(" * " + self.truth_line() + " */")
-        out.append(PRELUDE)
+        init = "  MPI_Init(&argc, &argv);"
+        out.append(PRELUDE.replace(init, "\n".join(["  " + b for b in self.before_init] + [init])))
         for s in self.setup:
             out.append("  " + s)
         first = True
@@ -723,6 +725,49 @@ def mpi4py_skip():
             yield p
 
 
+# Open MPI's algorithms for the collectives that may let a member leave
+# before the others entered (coll_tuned_<name>_algorithm; 0 is its own
+# choice by size). Barrier and the all-to-all collectives need every member.
+SERVED_EARLY = {"Bcast": 9, "Reduce": 7, "Gather": 3, "Scatter": 3}
+
+
+def served_early():
+    """A rooted collective on 8 ranks with a large message (1 MiB), each of
+    Open MPI's algorithms forced in turn (OMPI_MCA_coll_tuned_*, set before
+    MPI_Init), on world or on a half of it (MPI_Comm_split, root its rank
+    0); a non-root rank skips it and goes on to the final barrier on world.
+    The algorithm may serve some members and let them through to the barrier
+    before the root blocks on the skipper: those members are never culprits.
+    On world the skipper's barrier is matched against the collective (a
+    mismatch); on a half it never entered the collective."""
+    for base, algorithms in SERVED_EARLY.items():
+        coll = [c for c in all_collectives() if c.base == base and not c.nonblocking][0]
+        for comm in ("world", "half"):
+            for algorithm in range(1, algorithms + 1):
+                for s in (3, 7):
+                    np_ = 8
+                    name = "served_early_%s_%s_alg%d_r%d" % (base.lower(), comm, algorithm, s)
+                    p = Program("served-early", name, np_, "Rank %d skips %s on %s (1 MiB, Open MPI algorithm %d) and "
+                                "goes on to the barrier;\nthe algorithm may let members through first."
+                                % (s, coll.name, comm, algorithm))
+                    p.before_init += ['setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 1);',
+                                      'setenv("OMPI_MCA_coll_tuned_%s_algorithm", "%d", 1);' % (base.lower(), algorithm)]
+                    p.setup += ["n = %d;" % (1 << 18), ARRAYS]
+                    target = "MPI_COMM_WORLD"
+                    if comm == "half":
+                        p.setup.append("MPI_Comm half;\n  MPI_Comm_split(MPI_COMM_WORLD, rank / 4, rank, &half);")
+                        target = "half"
+                    p.branch("rank == %d" % s, ACTIONS["barrier"][1])
+                    p.branch("1", coll.code(target))
+                    ops = {rk: coll.name + "|MPI_Barrier" for rk in range(np_) if rk != s}
+                    ops[s] = "MPI_Barrier"
+                    if comm == "world":
+                        p.set_truth("mismatch", [s], ops, "calls MPI_Barrier as collective")
+                    else:
+                        p.set_truth("hang", [s], ops, "never entered")
+                    yield p
+
+
 # The pair's collective a rank skips in the composite family: the rank that
 # skips it is odd, its pair's rank 1, and a broadcast's root, so that its
 # partner waits for it whatever the algorithm.
@@ -757,7 +802,7 @@ def composite():
 
 
 FAMILIES = [coll_skip, polling_server, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
-            any_of, step_order, comm_order, wildcard_race, mpi4py_skip, composite]
+            any_of, step_order, comm_order, wildcard_race, mpi4py_skip, composite, served_early]
 
 
 def programs():
