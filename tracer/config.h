@@ -112,9 +112,10 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "1: no watchdog lines and no automatic report on stderr (errors still "   \
     "print).")                                                                 \
   X(report, "HANGTRACE_REPORT", FlagSetting, "1",                              \
-    "1: when the watchdog fires, one report for the whole job in its log "    \
-    "within seconds (each node dumps itself twice into HANGTRACE_REPORT_DIR; "\
-    "the first node done analyzes). 0: one watchdog line per rank instead.")  \
+    "1: when the watchdog fires, or a rank is blocked outside traced calls "  \
+    "for the timeout, one report for the whole job in its log within "        \
+    "seconds (each node dumps itself twice into HANGTRACE_REPORT_DIR; the "   \
+    "first node done analyzes). 0: one watchdog line per rank instead.")      \
   X(report_dir, "HANGTRACE_REPORT_DIR", PathSetting, "",                       \
     "Where the automatic report gathers the nodes' dumps: a folder every "    \
     "node sees. Default: hangtrace-report-JOB in $SLURM_SUBMIT_DIR, else in " \
