@@ -212,6 +212,10 @@ int AutoReportCommand(int argc, char** argv) {
       ->check(Seconds());
   app.add_option("--log", log_path, "where the lines for the job's log go (default: stderr)");
   app.add_option("--note", note, "a line said first (the runtime's: where the report goes, and why)");
+  bool blocked = false;
+  app.add_flag("--blocked", blocked,
+               "the round was started by a rank blocked outside any traced call, not by a call past the timeout: "
+               "a job that moved between the two looks says nothing in the log");
   app.add_option("--deadline", deadline, "seconds after which the helper ends itself (default 180)")->check(Seconds());
   HT_PARSE(app, argc, argv);
   // Ends itself, whatever it waits for; and SIGTERM ends it, whatever the
@@ -302,6 +306,14 @@ int AutoReportCommand(int argc, char** argv) {
   std::vector<std::string> lines;
   for (std::istringstream in(text); std::getline(in, text);) lines.push_back(text);
   if (status == kExitNoHang) {
+    // Started by a rank blocked outside calls (a healthy phase can look so:
+    // a rank waiting for a download, a timed wait): no call outlasted the
+    // timeout, so nothing to say. The round's report stays in its folder.
+    // The run's next round is a new one: a hang soon after gets its own.
+    if (blocked) {
+      if (FirstLine(run_dir, "round.started") == round_name) unlinkat(run_dir, "round.started", 0);
+      return kExitNoHang;
+    }
     // Slow, or every rank computes: one line, once per run.
     const int said = rf::Create(run_dir, "slow.said");
     if (said >= 0) {

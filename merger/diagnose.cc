@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "merger/diagnose_stages.h"
+#include "merger/stack_calls.h"
 
 namespace hangtrace {
 
@@ -112,11 +113,11 @@ std::string MismatchWhy(const Job& job, const Mismatch& m, int32_t rank) {
     // One side's call is known from its stacks only: said as what each
     // side is in, and where the untraced one's communicator may differ.
     if (m.untraced.Contains(rank)) {
-      return "is in " + value + " where collective " + where + " is, having entered every one before it " +
-             "(the other members call " + others + " there; that call's communicator is not traced)" + tie;
+      return "is in " + value + ", on a communicator the trace does not show, where collective " + where +
+             " is, having entered every one before it; the other members call " + others + " there" + tie;
     }
-    return "calls " + value + " as collective " + where + " (the other members are in " + others +
-           " instead, seen on their stacks, having entered every one before it)" + tie;
+    return "calls " + value + " as collective " + where + "; the other members, having entered every one before it, "
+           "are in " + others + " instead, seen on their stacks" + tie;
   }
   // Another collective altogether: said as calls, not as an argument.
   if (m.field == "op") {
@@ -193,6 +194,12 @@ namespace {
 // compare (frame ids are per read): the thread in its call, else its main
 // thread, to its twelve innermost frames, and the call they show.
 std::string StackPlace(const Job& job, const RankView& v) {
+  // In a communication call its stacks show: the call and the program's
+  // line it was made from. The frames inside the call change while it
+  // waits (an MPI library's progress loop spins through its layers).
+  if (v.current.valid && v.current.from_stacks) {
+    return job.names[v.current.name] + "|" + (v.user_frame >= 0 ? job.frames[size_t(v.user_frame)].Text() : "");
+  }
   const uint32_t want = v.call_tid ? v.call_tid : uint32_t(v.pid);
   const ThreadStack* t = nullptr;
   for (const ThreadStack& s : v.stacks) {
@@ -209,17 +216,27 @@ RankSet FindProgress(const Job& job, const Job& earlier) {
   for (const RankView& v : job.ranks) {
     if (size_t(v.rank) >= earlier.ranks.size()) continue;
     const RankView& e = earlier.ranks[size_t(v.rank)];
+    // Its main thread in the same traced call at both looks, or outside
+    // calls since the same one: it did not move, whatever its other
+    // threads did (a heartbeat's all-reduces move the record counters and
+    // a communicator of their own). A rank whose call is on another thread
+    // (a listener's receive) moves with any of its threads, as before.
+    const bool main_in_call = v.current.valid && v.basis == Basis::kTrace && v.call_thread.empty() &&
+                              e.current.valid && e.basis == Basis::kTrace && e.call_thread.empty();
+    const bool main_still =
+        (main_in_call && v.current.ticks == e.current.ticks && v.call_tid == e.call_tid) ||
+        (!v.current.valid && !e.current.valid && v.outside_since_ticks && v.outside_since_ticks == e.outside_since_ticks);
     bool moved = false;
     for (const auto& [comm, n] : v.entered) {
       auto it = earlier.comm_index.find(job.comms[size_t(comm)].id);
-      if (it != earlier.comm_index.end() && e.Entered(it->second) < n) moved = true;
+      if (!main_still && it != earlier.comm_index.end() && e.Entered(it->second) < n) moved = true;
     }
     // Raw values only: sequence numbers, record counters, the BEGIN's own
     // ticks. Never times converted from ticks, whose calibration drifts
     // between two reads (the same record read +111.989220 s, then
     // +111.989221 s, once passed for progress).
     if (v.current.valid != e.current.valid || (v.basis == Basis::kTrace && v.current.ticks != e.current.ticks)) moved = true;
-    if (v.records != e.records) moved = true;
+    if (v.records != e.records && !main_still) moved = true;
     // A rank placed by its stacks (a call hangtrace does not wrap, or a
     // rank nobody traced) moved when its stacks did: another call, another
     // line, another frame. The same stack twice is not proof of a hang (a
@@ -480,7 +497,7 @@ std::vector<Mismatch> UntracedMismatches(const Job& job) {
   for (const auto& [comm, seq] : traced_points) {
     RankSet traced, untraced;
     uint16_t traced_name = 0;
-    std::map<fmt::Op, std::pair<std::string, RankSet>> by_op;  // the untraced side, by what it does
+    std::map<std::string, std::pair<std::string, RankSet>> by_op;  // the untraced side, by what it does
     bool all_placed = true;
     for (int32_t r : job.Members(comm)) {
       const RankView& v = job.ranks[size_t(r)];
@@ -490,9 +507,12 @@ std::vector<Mismatch> UntracedMismatches(const Job& job) {
       } else if (!c.from_stacks && c.comm == comm && c.seq == seq) {
         traced.Add(r);
         traced_name = c.name;
-      } else if (c.from_stacks && IsCollectiveOp(c.op) && v.Entered(comm) + 1 == seq) {
+      } else if (c.from_stacks && IsCollectiveCall(c.op, job.names[c.name]) && v.Entered(comm) + 1 == seq) {
         untraced.Add(r);
-        auto& side = by_op[c.op];
+        // An op says what it does (every reducer frame an all-reduce);
+        // another collective call, its name.
+        const std::string what = IsCollectiveOp(c.op) ? fmt::OpName(c.op) : job.names[c.name];
+        auto& side = by_op[what];
         if (side.first.empty()) side.first = job.names[c.name];
         side.second.Add(r);
       } else {
@@ -509,8 +529,8 @@ std::vector<Mismatch> UntracedMismatches(const Job& job) {
     m.field = "op";
     m.untraced = untraced;
     m.values.push_back({job.names[traced_name], traced});
-    for (auto& [op, side] : by_op) {
-      m.values.push_back({side.first + " (" + fmt::OpName(op) + ", untraced)", side.second});
+    for (auto& [what, side] : by_op) {
+      m.values.push_back({side.first + (what == side.first ? " (untraced)" : " (" + what + ", untraced)"), side.second});
     }
     std::stable_sort(m.values.begin(), m.values.end(),
                      [](const auto& a, const auto& b) { return a.second.Count() > b.second.Count(); });

@@ -213,6 +213,7 @@ struct RankView {
   // make recent; `previous` is that call. 0: its program threads' newest
   // record says (no main thread's call known).
   int64_t outside_since_real_ns = 0;
+  uint64_t outside_since_ticks = 0;  // the same as raw ticks (what progress compares)
   // A thread not the main one in a call younger than a second while the
   // main thread has been outside calls for longer (a heartbeat thread's
   // all-reduce, a progress thread's wait): said beside the rank, never its

@@ -236,6 +236,7 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
   if (!in && main && !main->in_call && main->has_last) {
     latest = main;
     v->outside_since_real_ns = s.TicksToRealNs(main->last.ticks);
+    v->outside_since_ticks = main->last.ticks;
   }
   if (in) {
     v->current = PointOf(s, maps, shared, in->current);

@@ -219,6 +219,23 @@ StackCalls::StackCalls(const Job& job) : frames_(job.frames.size()) {
   }
 }
 
+bool IsCollectiveCall(fmt::Op op, const std::string& name) {
+  if (op >= fmt::Op::kAllreduce && op <= fmt::Op::kScan) return true;
+  static const char* const kCollective[] = {
+      "MPI_Win_fence",      "MPI_Win_create",      "MPI_Win_allocate", "MPI_Win_create_dynamic",
+      "MPI_Win_free",       "MPI_File_open",       "MPI_File_close",   "MPI_File_set_view",
+      "MPI_File_set_size",  "MPI_File_preallocate", "MPI_File_sync",   "MPI_File_set_atomicity",
+      "MPI_File_set_info"};
+  for (const char* c : kCollective) {
+    if (name == c || (name.size() > strlen(c) && name.compare(0, strlen(c), c) == 0 && name[strlen(c)] == '_')) {
+      return true;  // MPI_Win_allocate_shared with MPI_Win_allocate
+    }
+  }
+  // MPI-IO's collective data access: *_all, *_all_begin/_end, *_ordered...
+  return name.rfind("MPI_File_", 0) == 0 &&
+         (name.find("_all") != std::string::npos || name.find("_ordered") != std::string::npos);
+}
+
 StackCall StackCalls::Find(const ThreadStack& t) const {
   StackCall native, lock, sleep, torch;
   for (size_t i = 0; i < t.frames.size(); ++i) {

@@ -52,6 +52,13 @@ class StackCalls {
 // kAllreduce; kNone when the name is not a known communication call.
 fmt::Op OpOfCallName(const std::string& name);
 
+// Whether a communication call seen on a stack is collective: a collective
+// op ("MPI_Allreduce", "c10d::Reducer::..." as kAllreduce), or one of MPI's
+// collective calls hangtrace does not trace yet by its C name (window
+// creation and fences, opening, closing and the collective reads and
+// writes of MPI-IO).
+bool IsCollectiveCall(fmt::Op op, const std::string& name);
+
 // A system call's name from its number on this machine's architecture
 // ("72" -> "fcntl" on x86-64); the number itself when not in the table.
 std::string SyscallName(const std::string& number);

@@ -56,6 +56,10 @@ pid_t g_helper = 0;         // the running helper, 0: none
 char g_report_where[512];   // its report folder, for the line at exit
 char g_helper_log[64];      // its log's name in the job's trace folder
 int64_t g_round_start = 0;  // when this process took its node's round; 0: none held
+// The round held was started by this process found blocked outside traced
+// calls: when its helper finds no hang, the node's round is given back at
+// once, so that a real hang soon after is not left to wait out the gap.
+bool g_round_blocked_only = false;
 bool g_said_unavailable = false;
 int64_t g_next_look = 0;    // when an idle first local rank looks for a round next
 
@@ -264,7 +268,7 @@ bool FirstOnNode() {
   return first == 1;
 }
 
-bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, bool blocked_only) {
   const int64_t now = MonotonicNs();
   if (g_helper > 0) {
     int status;
@@ -272,6 +276,10 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
     if (ended != 0) {  // ended (or not ours: ECHILD)
       g_helper = 0;
       PrintHelperLog(f, ended > 0 ? status : 0);
+      if (g_round_blocked_only && ended > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        unlinkat(f->dir_fd, ("report.round." + RunName()).c_str(), 0);  // no hang found: the node may start another
+        g_round_start = 0;
+      }
     }
   }
   if (g_round_start && g_helper == 0 && now - g_round_start >= kRoundGapNs) {
@@ -337,6 +345,8 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s) {
   std::vector<std::string> args = {"auto-report", "--dir", root, "--job", job, "--run", RuntimeConfig().run, "--out", w.path,
                                    "--timeout", timeout, "--log", folder + "/" + g_helper_log};
   if (w.fallback) args.insert(args.end(), {"--note", w.why});
+  if (blocked_only) args.push_back("--blocked");
+  g_round_blocked_only = blocked_only;
   snprintf(g_report_where, sizeof(g_report_where), "%s", w.path.c_str());
   const std::string cli = HelperPath();
   if (cli.empty() || !StartHelper(cli, args)) {

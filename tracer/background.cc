@@ -309,7 +309,8 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line
   // per rank: the WATCHDOG records in the file say the rest.
-  const bool reported = AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0);
+  const bool reported =
+      AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0, blocked && !fired);
   if (!fired || RuntimeConfig().quiet || reported) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];

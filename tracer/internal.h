@@ -49,12 +49,14 @@ struct TraceFile;
 // The automatic report (auto_report.cc): the node's round of `hangtrace
 // auto-report` reports for the job.
 bool AutoReportOn();
-// Each background tick: `fired` (a call past the timeout was flagged now),
-// `idle` (no traced call in flight, and none for the timeout). True when
+// Each background tick: `fired` (a call past the timeout was flagged now,
+// or, with `blocked_only`, the process was found blocked outside any traced
+// call: a round it starts says nothing when the job moved), `idle` (no
+// traced call in flight, and none for the timeout). True when
 // the automatic report covers this fire (the watchdog prints no line per
 // rank); false when it is off or cannot be made (its folder refused, full,
 // read-only: said once), and the watchdog's lines are printed.
-bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s);
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, bool blocked_only = false);
 // The process exits: a report round it started and that is not done yet
 // gets one line saying where its report will be (no one is left to print it).
 void AutoReportAtExit();

@@ -458,9 +458,9 @@ case "$scenario" in
       # dist.barrier; the side fewer ranks are on is the odd one, and no
       # rank in the all-reduce is said to have "never entered" the barrier.
       ddp) check verdict=mismatch exit=3 culprits=0 op:1-3=barrier \
-             why:0="is in c10d::Reducer::finalize_backward (allreduce, untraced) where collective #4 on default_pg is" ;;
+             why:0="is in c10d::Reducer::finalize_backward (allreduce, untraced), on a communicator the trace does not show, where collective #4 on default_pg is" ;;
       ddp-short) check verdict=mismatch exit=3 culprits=3 op:3=barrier \
-                   why:3="calls dist.barrier as collective #4 on default_pg (the other members are in c10d::Reducer" ;;
+                   why:3="calls dist.barrier as collective #4 on default_pg; the other members, having entered every one before it, are in c10d::Reducer" ;;
       lock) check verdict=deadlock exit=3 culprits=0 why:0="holds the file lock that ranks 1-3 wait for"
             "$hangtrace" inspect "$work/traces/job" > inspect.txt
             grep -q "waits for a file lock held by pid" inspect.txt || fail "inspect does not say whose lock a rank waits for" ;;
