@@ -1093,12 +1093,16 @@ std::string Summarize(const Job& job, const Diagnosis& d, const Deaths& deaths) 
   if (deaths.all_while_running && d.culprits.empty()) {
     RankSet all = deaths.killed;
     all.Merge(deaths.ended);
+    // The ranks that died, said as one or many; none named (they ended
+    // by exiting from inside a call, counted apart): the job's processes.
+    const std::string who = all.Empty() ? "the job's processes" : all.Named();
+    const bool one = all.Count() == 1;
     if (deaths.killed.Empty()) {
-      return "ranks " + all.Brief() + " were ended by SIGTERM" +
+      return who + (one ? " was" : " were") + " ended by SIGTERM" +
              (deaths.ended_by.empty() ? "" : " from " + deaths.ended_by) + " at " + ClockTime(deaths.last_ns) +
              " while the job ran: nothing was hung";
     }
-    return "ranks " + all.Brief() + " all died without exit records (SIGKILL, or the OOM killer?) by " +
+    return who + (one ? " died" : " all died") + " without exit records (SIGKILL, or the OOM killer?) by " +
            ClockTime(deaths.last_ns) + " while the job ran: nothing was hung";
   }
   size_t in_call = 0;

@@ -379,8 +379,17 @@ TEST(Stages, ProgressIsJudgedOnRawCountersNeverOnConvertedTimes) {
   // The same records, read twice: the clock's calibration moved a microsecond.
   b.job.ranks[0].current.begin_real_ns = a.job.ranks[0].current.begin_real_ns + 1000;
   EXPECT_TRUE(FindProgress(b.job, a.job).Empty());
-  // A rank that wrote records in between (returned and called again) moved.
+  // Records written in between while its main thread stayed in the same
+  // call (the same BEGIN) are another thread's (a heartbeat's): not moved.
   b.job.ranks[1].records = 44;
+  EXPECT_TRUE(FindProgress(b.job, a.job).Empty());
+  // A rank that returned and called again (a new BEGIN) moved.
+  b.job.ranks[1].current.ticks = 1200;
+  EXPECT_EQ(FindProgress(b.job, a.job).ToString(), "1");
+  // So does one whose call is on another thread (a listener's receive)
+  // while its records move: the thread that works may be another.
+  b.job.ranks[1].current.ticks = 1000;
+  a.job.ranks[1].call_thread = b.job.ranks[1].call_thread = "listener";
   EXPECT_EQ(FindProgress(b.job, a.job).ToString(), "1");
 }
 
