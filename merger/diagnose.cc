@@ -476,8 +476,6 @@ Components FindComponents(const WaitGraph& graph, const std::vector<Group>& grou
 
 namespace {
 
-bool IsCollectiveOp(fmt::Op op) { return op >= fmt::Op::kAllreduce && op <= fmt::Op::kScan; }
-
 // Members split between a traced collective (comm, seq) and a collective
 // their stacks show them blocked in, which hangtrace does not trace (DDP's
 // gradient all-reduce against a rank that ran out of data and went on to

@@ -220,7 +220,7 @@ StackCalls::StackCalls(const Job& job) : frames_(job.frames.size()) {
 }
 
 bool IsCollectiveCall(fmt::Op op, const std::string& name) {
-  if (op >= fmt::Op::kAllreduce && op <= fmt::Op::kScan) return true;
+  if (IsCollectiveOp(op)) return true;
   static const char* const kCollective[] = {
       "MPI_Win_fence",      "MPI_Win_create",      "MPI_Win_allocate", "MPI_Win_create_dynamic",
       "MPI_Win_free",       "MPI_File_open",       "MPI_File_close",   "MPI_File_set_view",

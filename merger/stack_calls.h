@@ -52,6 +52,10 @@ class StackCalls {
 // kAllreduce; kNone when the name is not a known communication call.
 fmt::Op OpOfCallName(const std::string& name);
 
+// The collective ops (all-reduce ... scan), as opposed to point-to-point,
+// waits, syncs and the rest.
+inline bool IsCollectiveOp(fmt::Op op) { return op >= fmt::Op::kAllreduce && op <= fmt::Op::kScan; }
+
 // Whether a communication call seen on a stack is collective: a collective
 // op ("MPI_Allreduce", "c10d::Reducer::..." as kAllreduce), or one of MPI's
 // collective calls hangtrace does not trace yet by its C name (window
