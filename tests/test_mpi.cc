@@ -395,33 +395,40 @@ void ExpectEveryMessageFirstOfItsStream(const TempDir& dir, size_t at_least) {
   }
 }
 
+// Runs mpi_prog MODE traced (watchdog 1 s) until it prints "stuck", then,
+// past the watchdog, reads its live files `looks` times `gap_ms` apart: each
+// look must say hang with `rank` the one culprit, its reason holding every
+// one of `words`.
+void ExpectTheSameCulpritAtEveryLook(const std::string& mode, int looks, int gap_ms, int32_t rank,
+                                     const std::vector<std::string>& words) {
+  TempDir dir;
+  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
+                        "--timeout", "1", "--", HT_MPI_PROG, mode},
+                       testing::kMpiAsRoot);
+  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
+  usleep(1500 * 1000);  // past the watchdog's second
+  for (int look = 0; look < looks; ++look) {
+    Diagnosis d = Diagnose(LoadJob({dir.path()}));
+    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << mode << ", look " << look << ": " << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, rank) << d.summary;
+    for (const std::string& w : words) EXPECT_NE(d.culprits[0].why.find(w), std::string::npos) << d.culprits[0].why;
+    usleep(gap_ms * 1000);
+  }
+}
+
 // Each thread is its own waiter: a heartbeat thread that all-reduces on a
 // communicator of its own every 0.1 s is inside one of them most of the
 // time. Rank 3 skips a barrier on world and sleeps; its heartbeat goes on.
 // Taken for rank 3's position, the heartbeat's young all-reduce (waiting
 // for rank 0's, which is a moment late) named rank 0, innocent, in its
-// barrier. Looked at ten times, a tenth of a second apart: rank 3 alone.
+// barrier. Looked at ten times, a tenth of a second apart: rank 3 alone,
+// said from its main thread: the barrier it left (#2-#4: MPI_Comm_dup is
+// #1), not the heartbeat's last call.
 TEST(Mpi, AHeartbeatThreadsCallsAreNotWhereTheRankWaits) {
-  TempDir dir;
-  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
-                        "--timeout", "1", "--", HT_MPI_PROG, "heartbeat"},
-                       testing::kMpiAsRoot);
-  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
-  usleep(1500 * 1000);  // past the watchdog's second
-  for (int look = 0; look < 10; ++look) {
-    Job loaded = LoadJob({dir.path()});
-    Diagnosis d = Diagnose(loaded);
-    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
-    ASSERT_EQ(d.culprits.size(), 1u) << "look " << look << ": " << d.summary;
-    EXPECT_EQ(d.culprits[0].rank, 3) << d.summary;
-    // Said from its main thread: the barrier (#2-#4: MPI_Comm_dup is #1) it
-    // left, not the heartbeat's last call.
-    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Barrier #4 on world; not in any traced call for"),
-              std::string::npos)
-        << d.culprits[0].why;
-    EXPECT_NE(d.culprits[0].why.find("since MPI_Barrier #3 on world returned"), std::string::npos) << d.culprits[0].why;
-    usleep(100 * 1000);
-  }
+  ExpectTheSameCulpritAtEveryLook("heartbeat", 10, 100, 3,
+                                  {"never entered MPI_Barrier #4 on world; not in any traced call for",
+                                   "since MPI_Barrier #3 on world returned"});
 }
 
 // A thread per communicator: rank 1's thread on B skips its last
@@ -429,21 +436,7 @@ TEST(Mpi, AHeartbeatThreadsCallsAreNotWhereTheRankWaits) {
 // others' threads on B wait for it. Rank 1's young calls on A are not
 // where it waits: rank 1 alone, each of five looks.
 TEST(Mpi, AThreadPerCommunicatorIsItsOwnWaiter) {
-  TempDir dir;
-  testing::Started job({"mpirun", "-np", "4", "--oversubscribe", HT_CLI, "run", "--dir", dir.path(), "--job", "job",
-                        "--timeout", "1", "--", HT_MPI_PROG, "comm-threads"},
-                       testing::kMpiAsRoot);
-  ASSERT_TRUE(job.WaitFor("stuck", 120)) << job.out();
-  usleep(1500 * 1000);
-  for (int look = 0; look < 5; ++look) {
-    Job loaded = LoadJob({dir.path()});
-    Diagnosis d = Diagnose(loaded);
-    EXPECT_EQ(VerdictName(d.verdict), "hang") << d.summary;
-    ASSERT_EQ(d.culprits.size(), 1u) << "look " << look << ": " << d.summary;
-    EXPECT_EQ(d.culprits[0].rank, 1) << d.summary;
-    EXPECT_NE(d.culprits[0].why.find("never entered MPI_Allreduce #5 on B"), std::string::npos) << d.culprits[0].why;
-    usleep(150 * 1000);
-  }
+  ExpectTheSameCulpritAtEveryLook("comm-threads", 5, 150, 1, {"never entered MPI_Allreduce #5 on B"});
 }
 
 // A program that creates and frees more communicators than a trace file's
