@@ -82,9 +82,9 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
 // one is no call anyway.
 uint64_t g_idle_captured_after = 0;  // the newest call's end the last idle capture followed
 
-// The end of the process's newest traced call when it has been in none since
-// for `limit` ticks (and is in none now); else 0.
-uint64_t IdleSince(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
+// The end of the process's newest traced call when it is in none now (0:
+// in one, entering one, or none made yet).
+uint64_t NewestCallEnd(TraceFile* f) {
   const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
   uint64_t newest = 0;
   for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
@@ -94,6 +94,11 @@ uint64_t IdleSince(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
     if (!ReadCalls(f, i, &calls) || calls.in_call) return 0;  // in a call, or entering one
     if (calls.has_last) newest = std::max(newest, calls.last.ticks);
   }
+  return newest;
+}
+
+// `newest` (NewestCallEnd) when it ended at least `limit` ticks ago; else 0.
+uint64_t IdleFor(uint64_t newest, uint64_t now_ticks, uint64_t limit) {
   return newest && now_ticks >= newest && now_ticks - newest >= limit ? newest : 0;
 }
 
@@ -132,9 +137,41 @@ struct BlockedProbe {
 };
 BlockedProbe g_blocked;
 
+// CPU run by the live descendants of `pid` (each thread's children, read
+// from /proc/PID/task/TID/children, 3 levels down, 64 processes at most),
+// with what their own waited-for children ran.
+uint64_t DescendantsCpu(pid_t pid, int depth, int* budget) {
+  uint64_t cpu = 0;
+  char dir_path[64];
+  snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", int(pid));
+  DIR* tasks = opendir(dir_path);
+  if (!tasks) return 0;
+  while (struct dirent* e = readdir(tasks)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[340], buf[1024];
+    snprintf(path, sizeof(path), "%s/%s/children", dir_path, e->d_name);
+    if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) continue;
+    for (char* p = buf; *p && *budget > 0;) {
+      char* end = nullptr;
+      const long child = strtol(p, &end, 10);
+      if (end == p) break;
+      p = end;
+      ThreadCpu c;
+      if (child <= 0 || !ReadThreadCpu(pid_t(child), 0, &c)) continue;
+      --*budget;
+      cpu += c.user + c.kernel + c.waited_children;
+      if (depth < 3) cpu += DescendantsCpu(pid_t(child), depth + 1, budget);
+    }
+  }
+  closedir(tasks);
+  return cpu;
+}
+
 // CPU the process's own threads have run (clock ticks), hangtrace's apart,
-// and its live child processes (a DataLoader's workers, a subprocess it
-// waits for: its work, done elsewhere); UINT64_MAX when /proc cannot say.
+// and its child processes, live (a DataLoader's workers, a subprocess it
+// waits for, a shell's child: its work, done elsewhere) or ended and waited
+// for (so that the sum never falls when one ends); UINT64_MAX when /proc
+// cannot say.
 uint64_t ProgramCpu() {
   ThreadCpu all;
   if (!ReadThreadCpu(0, 0, &all)) return UINT64_MAX;
@@ -145,40 +182,18 @@ uint64_t ProgramCpu() {
     if (id && ReadThreadCpu(0, id, &t)) ours += t.user + t.kernel;
   }
   const uint64_t total = all.user + all.kernel;
-  uint64_t cpu = total >= ours ? total - ours : 0;
-  // Each thread's children (/proc/self/task/TID/children), up to 64.
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    int children = 0;
-    while (struct dirent* e = readdir(tasks)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      char path[300], buf[1024];
-      snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
-      if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) continue;
-      for (char* p = buf; *p && children < 64;) {
-        char* end = nullptr;
-        const long child = strtol(p, &end, 10);
-        if (end == p) break;
-        ThreadCpu c;
-        if (child > 0 && ReadThreadCpu(pid_t(child), 0, &c)) cpu += c.user + c.kernel, ++children;
-        p = end;
-      }
-    }
-    closedir(tasks);
-  }
-  return cpu;
+  int budget = 64;
+  return (total >= ours ? total - ours : 0) + all.waited_children + DescendantsCpu(getpid(), 1, &budget);
 }
 
 // The main thread waits in a system call that waits for something else: a
 // futex, a poll, a read, a lock. Not running, and not in a sleep.
 bool MainThreadWaits() {
-  char path[64], buf[256];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", int(getpid()));
-  if (ReadSmallFile(path, buf, sizeof(buf)) <= 0) return false;
-  if (buf[0] < '0' || buf[0] > '9') return false;  // "running", or -1 (in user mode)
-  const long nr = strtol(buf, nullptr, 10);
-  if (nr == SYS_nanosleep || nr == SYS_clock_nanosleep) return false;
+  const TaskState t = ReadTaskState(int(getpid()));
+  if (t.running || t.nr < 0) return false;  // running, or in user mode
+  if (t.nr == SYS_nanosleep || t.nr == SYS_clock_nanosleep) return false;
 #ifdef SYS_pause
-  if (nr == SYS_pause) return false;
+  if (t.nr == SYS_pause) return false;
 #endif
   return true;
 }
@@ -229,8 +244,8 @@ bool MainThreadInCommunicationLibrary(TraceFile* f, uint64_t since_ticks) {
 
 // True once per stretch outside calls, when the process is found blocked
 // (its stacks then taken again: where it is blocked now).
-bool BlockedOutsideCalls(TraceFile* f, uint64_t now_ticks, uint64_t limit) {
-  const uint64_t half = IdleSince(f, now_ticks, limit / 2);
+bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint64_t limit) {
+  const uint64_t half = IdleFor(newest, now_ticks, limit / 2);
   if (!half) {
     g_blocked = BlockedProbe{};
     return false;
@@ -300,17 +315,18 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
       lines[nlines++] = head + DescribeCall(f, cur) + tail;
     }
   }
-  const uint64_t idle_since = fired ? 0 : IdleSince(f, now_ticks, limit);
+  const uint64_t newest = fired ? 0 : NewestCallEnd(f);
+  const uint64_t idle_since = IdleFor(newest, now_ticks, limit);
   if (idle_since) IdleCapture(f, idle_since);
   // Only with the automatic report: alone, a process blocked outside any
   // traced call says nothing (its idle capture is in its file).
-  const bool blocked = !fired && AutoReportOn() && BlockedOutsideCalls(f, now_ticks, limit);
+  const bool blocked = !fired && AutoReportOn() && BlockedOutsideCalls(f, newest, now_ticks, limit);
   int stacks = 0;
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line
   // per rank: the WATCHDOG records in the file say the rest.
   const bool reported =
-      AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0, blocked && !fired);
+      AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0, blocked);
   if (!fired || RuntimeConfig().quiet || reported) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];

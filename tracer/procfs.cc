@@ -26,6 +26,33 @@ ssize_t ReadSmallFile(const char* path, char* buf, size_t cap) {
   return ssize_t(got);
 }
 
+TaskState ReadTaskState(int tid) {
+  TaskState t;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  const ssize_t n = ReadSmallFile(path, t.line, sizeof(t.line));
+  if (n <= 0) return t;
+  if (!strncmp(t.line, "running", 7)) return t.read = t.running = true, t;
+  // The last two fields are SP and PC, whatever comes before them.
+  char* end = nullptr;
+  t.nr = strtol(t.line, &end, 10);
+  uint64_t fields[8];
+  int count = 0;
+  for (const char* p = end; count < 8;) {
+    while (*p == ' ') ++p;
+    if (*p == '\0' || *p == '\n') break;
+    char* next = nullptr;
+    fields[count++] = strtoull(p, &next, 16);
+    if (next == p) break;
+    p = next;
+  }
+  if (count < 2) return t;
+  t.sp = fields[count - 2];
+  t.pc = fields[count - 1];
+  t.read = t.sp != 0 && t.pc != 0;
+  return t;
+}
+
 bool ReadProcStat(pid_t pid, ProcStat* out) {
   char path[64], buf[1024];
   if (pid) snprintf(path, sizeof(path), "/proc/%d/stat", int(pid));
@@ -58,7 +85,9 @@ bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out) {
   }
   char* end = nullptr;
   out->user = strtoull(p, &end, 10);
-  out->kernel = end && *end == ' ' ? strtoull(end + 1, nullptr, 10) : 0;
+  out->kernel = end && *end == ' ' ? strtoull(end + 1, &end, 10) : 0;
+  out->waited_children = 0;
+  for (int field = 16; field <= 17 && end && *end == ' '; ++field) out->waited_children += strtoull(end + 1, &end, 10);
   return true;
 }
 

@@ -32,6 +32,19 @@ inline constexpr RankVariable kRankVariables[] = {
 // Reads a small file into buf (NUL-terminated); returns bytes read or -1.
 ssize_t ReadSmallFile(const char* path, char* buf, size_t cap);
 
+// Where thread `tid` of this process is, from /proc/self/task/TID/syscall:
+// running, or blocked in system call `nr` (-1: in none) with its stack and
+// program counters. Read by the stack capture (stacks.cc) and by the
+// watchdog's look at a process outside traced calls (background.cc).
+struct TaskState {
+  bool read = false;     // the file could be read
+  bool running = false;
+  long nr = -1;          // the system call; -1: blocked in none
+  uint64_t sp = 0, pc = 0;
+  char line[160] = {};   // as read: a second look compares it whole
+};
+TaskState ReadTaskState(int tid);
+
 struct ProcStat {
   char state = '?';         // R, S, D, T, t, Z, ...
   int32_t ppid = 0;         // field 4
@@ -45,6 +58,9 @@ bool ReadProcStat(pid_t pid, ProcStat* out);
 // the whole process, every thread it ever ran included).
 struct ThreadCpu {
   uint64_t user = 0, kernel = 0;
+  // Fields 16 and 17: what its children that were waited for ran (the
+  // process's, also in a thread's file).
+  uint64_t waited_children = 0;
 };
 bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out);
 

@@ -237,41 +237,6 @@ void LoadBlockedUnwinder() {
 // What /proc/self/task/TID/syscall says of a thread: "running", or blocked
 // with its stack pointer and pc ("NR ARG1..ARG6 SP PC" in a system call,
 // "-1 SP PC" blocked outside one).
-struct TaskState {
-  bool read = false;     // the file could be read
-  bool running = false;
-  long nr = -1;          // the system call; -1: blocked in none
-  uint64_t sp = 0, pc = 0;
-  char line[160] = {};   // as read: a second look compares it whole
-};
-
-TaskState ReadTaskState(int tid) {
-  TaskState t;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-  const ssize_t n = ReadSmallFile(path, t.line, sizeof(t.line));
-  if (n <= 0) return t;
-  if (!strncmp(t.line, "running", 7)) return t.read = t.running = true, t;
-  // The last two fields are SP and PC, whatever comes before them.
-  char* end = nullptr;
-  t.nr = strtol(t.line, &end, 10);
-  uint64_t fields[8];
-  int count = 0;
-  for (const char* p = end; count < 8;) {
-    while (*p == ' ') ++p;
-    if (*p == '\0' || *p == '\n') break;
-    char* next = nullptr;
-    fields[count++] = strtoull(p, &next, 16);
-    if (next == p) break;
-    p = next;
-  }
-  if (count < 2) return t;
-  t.sp = fields[count - 2];
-  t.pc = fields[count - 1];
-  t.read = t.sp != 0 && t.pc != 0;
-  return t;
-}
-
 // The pthread_t of each thread of the process (glibc_threads.h): a thread
 // read while blocked cannot tell its own, and CPython names its threads by
 // it.
