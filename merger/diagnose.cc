@@ -1048,8 +1048,14 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   // culprit only when nothing else explains the hang: beside a culprit the
   // traces convict, it is unseen (its node did not answer, its file is
   // lost), and said so on a line of its own.
+  // Except the odd rank of a mismatch its trace records: which collective
+  // it called as number n is a fact of the trace, whatever it did since.
   if (d->compared) {
-    for (int32_t r : d->progressing.Ranks()) ctx->culprits.erase(r);
+    for (int32_t r : d->progressing.Ranks()) {
+      const bool recorded_odd = v == Verdict::kMismatch && std::any_of(d->mismatches.begin(), d->mismatches.end(),
+                                    [&](const Mismatch& m) { return m.odd.Contains(r) && !m.untraced.Contains(r); });
+      if (!recorded_odd) ctx->culprits.erase(r);
+    }
   }
   const bool convicted = std::any_of(ctx->culprits.begin(), ctx->culprits.end(), [&](const auto& rc) {
     return job.ranks[size_t(rc.first)].state != RankState::kMissing;

@@ -414,6 +414,35 @@ TEST(Stages, OneSnapshotSaysSoAndTwoNeverBlameARankThatMoved) {
   for (const std::string& n : two.notes) EXPECT_EQ(n.find("one snapshot"), std::string::npos) << n;
 }
 
+// The collective a rank called as number n is a fact of its trace: a rank
+// that moved between the two looks into a collective the others are not in
+// (it started late) is still the odd one of the mismatch.
+TEST(Stages, TheOddRankOfARecordedMismatchIsNamedThoughItMoved) {
+  JobBuilder b(4);
+  for (int r : {0, 1, 3}) {
+    b.InColl(r, "MPI_Barrier", 1);
+    b.job.ranks[size_t(r)].current.op = fmt::Op::kBarrier;
+  }
+  JobBuilder earlier = b;  // rank 2 still computing at the first look
+  b.InColl(2, "MPI_Allreduce", 1);
+  // The signatures the loader keeps: world's #1 is a barrier, rank 2's own
+  // an all-reduce (the odd one), the pair flagged.
+  CollSig barrier, allreduce;
+  barrier.name = b.job.Intern("MPI_Barrier");
+  allreduce.name = b.job.Intern("MPI_Allreduce");
+  b.job.sig_tables.assign(1, Job::SigTable(1));
+  *b.job.sig_tables[0][0].Slot(1) = {0, barrier};
+  b.job.odd_index[Job::OddKey(0, 1, 2)] = allreduce;
+  b.job.flagged = {{0, 1}};
+  earlier.job.ranks[2].records = 3;
+  b.job.ranks[2].records = 5;
+  Diagnosis d = Diagnose(b.job, &earlier.job);
+  EXPECT_TRUE(d.progressing.Contains(2));
+  EXPECT_EQ(d.verdict, Verdict::kMismatch) << d.summary;
+  ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+  EXPECT_EQ(d.culprits[0].rank, 2);
+}
+
 TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
   JobBuilder b(6);
   Job& job = b.job;
