@@ -216,6 +216,9 @@ int AutoReportCommand(int argc, char** argv) {
   app.add_flag("--blocked", blocked,
                "the round was started by a rank blocked outside any traced call, not by a call past the timeout: "
                "a job that moved between the two looks says nothing in the log");
+  std::string because;
+  app.add_option("--because", because,
+                 "with --blocked: what the rank was found doing (kept in the round's folder as started.why)");
   app.add_option("--deadline", deadline, "seconds after which the helper ends itself (default 180)")->check(Seconds());
   HT_PARSE(app, argc, argv);
   // Ends itself, whatever it waits for; and SIGTERM ends it, whatever the
@@ -243,6 +246,9 @@ int AutoReportCommand(int argc, char** argv) {
     log.Say("hangtrace: no automatic report: " + why);
     return kExitCouldNot;
   }
+  // Why a round without a call past the timeout was started: said in the
+  // round's folder, where the question comes up (a round in a healthy job).
+  if (!because.empty()) rf::WriteWhole(round, "started.why." + std::to_string(getpid()), because + "\n");
   Inheritable(first);
   Inheritable(second);
   // Room is looked at before each write: the file system may fill after the

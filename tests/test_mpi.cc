@@ -701,13 +701,14 @@ TEST(Mpi, AProgramsOwnSignalHandlersBehaveAsUntraced) {
 // With `dump_into`, the job runs untraced and `hangtrace dump -p <mpirun>`
 // reads it once both ranks say (by a file) their threads are at their calls.
 std::vector<std::string> RunBlockedCalls(const std::string& mode, const TempDir* traced,
-                                         const TempDir* dump_into = nullptr) {
+                                         const TempDir* dump_into = nullptr, int wait_s = 8) {
   std::vector<std::string> argv = {"mpirun", "-np", "2", "--oversubscribe"};
   if (traced) argv.insert(argv.end(), {HT_CLI, "run", "--dir", traced->path(), "--job", "job", "--timeout", "2", "--"});
   argv.insert(argv.end(), {HT_BLOCKED_CALLS, mode});
   TempDir ready;
   auto env = testing::kMpiAsRoot;
   env.emplace_back("BLOCKED_CALLS_READY_DIR", ready.path());
+  env.emplace_back("BLOCKED_CALLS_WAIT_S", std::to_string(wait_s));
   testing::Started job(argv, env);
   if (dump_into) {
     auto both_ready = [&] {
@@ -773,10 +774,12 @@ TEST(Mpi, ThreadsBlockedInTimedCallsReturnAsUntracedWhileStacksAreCaptured) {
     }
   }
   // `hangtrace dump` of the untraced job, from outside, while the calls
-  // wait: they are read where they wait, not stopped.
+  // wait: they are read where they wait, not stopped. They wait 20 s: on a
+  // loaded machine (the suite beside it) the dump may start seconds after
+  // the ranks said they were ready, and found them gone with 8.
   TempDir dumped;
-  const std::vector<std::string> untraced = RunBlockedCalls("computing", nullptr);
-  EXPECT_EQ(RunBlockedCalls("computing", nullptr, &dumped), untraced);
+  const std::vector<std::string> untraced = RunBlockedCalls("computing", nullptr, nullptr, 20);
+  EXPECT_EQ(RunBlockedCalls("computing", nullptr, &dumped, 20), untraced);
   NodeDump node;
   std::string error;
   const std::vector<std::string> folders = FindNodeDumps(dumped.path());

@@ -268,7 +268,8 @@ bool FirstOnNode() {
   return first == 1;
 }
 
-bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, bool blocked_only) {
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, const char* blocked_why) {
+  const bool blocked_only = blocked_why != nullptr;
   const int64_t now = MonotonicNs();
   if (g_helper > 0) {
     int status;
@@ -345,7 +346,12 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, bool 
   std::vector<std::string> args = {"auto-report", "--dir", root, "--job", job, "--run", RuntimeConfig().run, "--out", w.path,
                                    "--timeout", timeout, "--log", folder + "/" + g_helper_log};
   if (w.fallback) args.insert(args.end(), {"--note", w.why});
-  if (blocked_only) args.push_back("--blocked");
+  if (blocked_only) {
+    args.push_back("--blocked");
+    args.push_back("--because");
+    args.push_back("rank " + std::to_string(f->process->rank) + " (pid " + std::to_string(getpid()) + ") was " +
+                   blocked_why);
+  }
   g_round_blocked_only = blocked_only;
   snprintf(g_report_where, sizeof(g_report_where), "%s", w.path.c_str());
   const std::string cli = HelperPath();

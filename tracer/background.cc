@@ -73,18 +73,23 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
   return s;
 }
 
-// A process that made traced calls and has been in none for the watchdog's
-// timeout: its threads' stacks, once per such stretch, without a word on
+// A process that has been in no traced call for the watchdog's timeout
+// (since its newest call ended, or, a rank that made none, since it
+// started): its threads' stacks, once per such stretch, without a word on
 // stderr. Most often it computes; but a rank blocked in a call hangtrace
 // does not trace (DistributedDataParallel's gradient all-reduce from C++, a
 // file lock) would otherwise leave nothing for the analysis to tell it by.
 // Only threads the signal cannot disturb are asked (stacks.cc): a sleeping
 // one is no call anyway.
-uint64_t g_idle_captured_after = 0;  // the newest call's end the last idle capture followed
+uint64_t g_idle_captured_after = 0;  // the stretch's start (OutsideCallsSince) the last idle capture followed
 
-// The end of the process's newest traced call when it is in none now (0:
-// in one, entering one, or none made yet).
-uint64_t NewestCallEnd(TraceFile* f) {
+// When the process's stretch outside traced calls began, if it is in none
+// now (0: in one, or entering one): the end of its newest call, or, for a
+// rank that has made none yet, the runtime's start. A job can hang before
+// its first traced call ends (DistributedDataParallel's all-reduces come
+// from C++, and a script may call torch.distributed itself only later);
+// a forked child (a DataLoader worker) is no rank of its own.
+uint64_t OutsideCallsSince(TraceFile* f) {
   const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
   uint64_t newest = 0;
   for (uint32_t i = 0; i < n && i < f->thread_capacity; ++i) {
@@ -94,10 +99,12 @@ uint64_t NewestCallEnd(TraceFile* f) {
     if (!ReadCalls(f, i, &calls) || calls.in_call) return 0;  // in a call, or entering one
     if (calls.has_last) newest = std::max(newest, calls.last.ticks);
   }
+  const fmt::ProcessInfo* p = f->process;
+  if (!newest && p->rank >= 0 && !p->forked) newest = p->clock.start_ticks;
   return newest;
 }
 
-// `newest` (NewestCallEnd) when it ended at least `limit` ticks ago; else 0.
+// `newest` (OutsideCallsSince) when it was at least `limit` ticks ago; else 0.
 uint64_t IdleFor(uint64_t newest, uint64_t now_ticks, uint64_t limit) {
   return newest && now_ticks >= newest && now_ticks - newest >= limit ? newest : 0;
 }
@@ -130,10 +137,11 @@ void IdleCapture(TraceFile* f, uint64_t newest) {
 // moves between its two looks. A main thread spinning inside a
 // communication library, found there by two captures, is blocked too.
 struct BlockedProbe {
-  uint64_t idle_after = 0;   // the newest call's end the stretch follows
+  uint64_t idle_after = 0;   // the stretch's start (OutsideCallsSince)
   uint64_t window_start = 0; // ticks: where the CPU was last read
   uint64_t cpu = 0;          // program threads' CPU then (clock ticks of /proc)
   bool said = false;         // this stretch started its round
+  char why[200] = {};        // when said: what was found, for the round's folder
 };
 BlockedProbe g_blocked;
 
@@ -259,8 +267,15 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
   // One clock tick (10 ms) of slack: the kernel's accounting, a signal.
   const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
   const bool capture = RuntimeConfig().stacks;
+  const double hz = double(f->process->clock.ticks_hz);
+  const char* since = half == f->process->clock.start_ticks ? "since it started" : "since its last ended";
   if (still && MainThreadWaits()) {
     g_blocked.said = true;
+    snprintf(g_blocked.why, sizeof(g_blocked.why),
+             "in no traced call for %.1f s (%s), no CPU run in the last %.1f s (%llu clock ticks then, %llu now), "
+             "its main thread waiting in system call %ld",
+             double(now_ticks - half) / hz, since, double(now_ticks - g_blocked.window_start) / hz,
+             (unsigned long long)g_blocked.cpu, (unsigned long long)cpu, ReadTaskState(int(getpid())).nr);
     if (capture) CaptureAllStacks(fmt::StackReason::kIdle, 200);
     return true;
   }
@@ -273,6 +288,9 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
     CaptureAllStacks(fmt::StackReason::kIdle, 200);
     if (MainThreadInCommunicationLibrary(f, now_ticks)) {
       g_blocked.said = true;
+      snprintf(g_blocked.why, sizeof(g_blocked.why),
+               "in no traced call for %.1f s (%s), its main thread inside a communication library at two captures",
+               double(now_ticks - half) / hz, since);
       return true;
     }
   }
@@ -315,7 +333,7 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
       lines[nlines++] = head + DescribeCall(f, cur) + tail;
     }
   }
-  const uint64_t newest = fired ? 0 : NewestCallEnd(f);
+  const uint64_t newest = fired ? 0 : OutsideCallsSince(f);
   const uint64_t idle_since = IdleFor(newest, now_ticks, limit);
   if (idle_since) IdleCapture(f, idle_since);
   // Only with the automatic report: alone, a process blocked outside any
@@ -325,8 +343,8 @@ void Watchdog(TraceFile* f, uint64_t now_ticks) {
   if (fired && RuntimeConfig().stacks) stacks = CaptureAllStacks(fmt::StackReason::kWatchdog, 200);
   // With the automatic report, the job's log gets one report, not a line
   // per rank: the WATCHDOG records in the file say the rest.
-  const bool reported =
-      AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0, blocked);
+  const bool reported = AutoReportTick(f, fired || blocked, idle_since != 0, p->watchdog_timeout_ms / 1000.0,
+                                       blocked ? g_blocked.why : nullptr);
   if (!fired || RuntimeConfig().quiet || reported) return;
   for (int i = 0; i < nlines; ++i) {
     std::string line = lines[i];

@@ -56,7 +56,9 @@ bool AutoReportOn();
 // the automatic report covers this fire (the watchdog prints no line per
 // rank); false when it is off or cannot be made (its folder refused, full,
 // read-only: said once), and the watchdog's lines are printed.
-bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, bool blocked_only = false);
+// blocked_why: the round is wanted because the process was found blocked
+// outside traced calls (no call fired), and what was found; null otherwise.
+bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, const char* blocked_why = nullptr);
 // The process exits: a report round it started and that is not done yet
 // gets one line saying where its report will be (no one is left to print it).
 void AutoReportAtExit();

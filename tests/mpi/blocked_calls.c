@@ -18,8 +18,8 @@
  *
  * Each rank creates $BLOCKED_CALLS_READY_DIR/ready.RANK, where that is
  * set, once its threads are at their calls.
- * Each blocking thread waits 8 s (or, for pause, until the main thread
- * signals it at 9.5 s) and prints one line: the call, its return value, its
+ * Each blocking thread waits 8 s or $BLOCKED_CALLS_WAIT_S (or, for pause, until the main thread
+ * signals it 1.5 s later) and prints one line: the call, its return value, its
  * errno and its time in whole seconds (rounded down). Linux never restarts nanosleep,
  * poll, select, epoll_wait, sem_timedwait, sigtimedwait, semtimedop or a
  * socket read with SO_RCVTIMEO after a signal handler ran (signal(7)), so a
@@ -45,7 +45,10 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { kWaitS = 8, kThreads = 11 };
+enum { kThreads = 11 };
+/* 8 s, or $BLOCKED_CALLS_WAIT_S: a dump from outside on a loaded machine
+ * needs a wider window to find the threads still in their calls. */
+static int kWaitS = 8;
 
 struct Result {
   const char* call;
@@ -222,6 +225,7 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, NULL);
   sem_init(&never_posted, 0, 0);
+  if (getenv("BLOCKED_CALLS_WAIT_S")) kWaitS = atoi(getenv("BLOCKED_CALLS_WAIT_S"));
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -27,7 +27,8 @@
  *             which the others wait in, and waits in MPI_Recv for the
  *             message: hung until killed (rank 0 prints "stuck" once every
  *             rank is in place, to stdout)
- *   slow [S]  rank 1 sleeps S (8) seconds before the sixth Allreduce, then
+ *   slow [S|F] rank 1 sleeps S (8) seconds before the sixth Allreduce, or
+ *             until file F exists (a test's release, whatever the load), then
  *             every rank finishes; exits 0
  *   lock F    rank 0 takes a lock on file F (fcntl) and holds it through an
  *             Allreduce; the others wait for the lock before theirs: a
@@ -291,14 +292,18 @@ __attribute__((noinline)) static void many_comms(int n, int keep_first) {
 
 __attribute__((noinline)) static void stuck(void) { StepsThenSkip(MPI_COMM_WORLD, 5); }
 
-__attribute__((noinline)) static void slow(int seconds) {
+__attribute__((noinline)) static void slow(const char* arg) {
   int x = 1, y = 0;
   for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     printf("slow\n");
     fflush(stdout);
   }
-  if (rank == 1) sleep((unsigned)seconds);
+  if (rank == 1 && arg[0] == '/') {
+    while (access(arg, F_OK) != 0) usleep(100 * 1000);
+  } else if (rank == 1) {
+    sleep((unsigned)atoi(arg));
+  }
   MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 }
 
@@ -537,7 +542,7 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "recycled-comm")) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     recycled_comm();
-  } else if (!strcmp(mode, "slow")) slow(argc > 2 ? atoi(argv[2]) : 8);
+  } else if (!strcmp(mode, "slow")) slow(argc > 2 ? argv[2] : "8");
   else if (!strcmp(mode, "lock")) lock(argc > 2 ? argv[2] : "/tmp/hangtrace-lock-test");
   else check(0, "unknown mode");
   MPI_Finalize();

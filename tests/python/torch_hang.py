@@ -34,6 +34,9 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   ddp-loader the same under DistributedDataParallel: the others wait in
              backward's gradient all-reduce, which torch issues from C++
              (no traced call anywhere)
+  ddp-loader-cold
+             the same with no torch.distributed call of the script's own
+             before it: the hang comes before any traced call has ended
 Each scenario but ok prints "hung" on stderr once it is in place (rank 0;
 ddp: rank 1; ddp-short: rank 3; abort: never, it ends).
 """
@@ -61,8 +64,9 @@ def main():
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group("gloo", rank=rank, world_size=size)
     t = torch.ones(8)
-    for _ in range(3):
-        dist.all_reduce(t)
+    if not scenario.endswith("-cold"):
+        for _ in range(3):
+            dist.all_reduce(t)
 
     def hung(who=0):
         if rank == who:
@@ -118,7 +122,7 @@ def main():
         if rank != 2:
             dist.broadcast_object_list(config, src=0)
         dist.barrier()
-    elif scenario in ("loader", "ddp-loader"):
+    elif scenario in ("loader", "ddp-loader", "ddp-loader-cold"):
         class Samples(torch.utils.data.Dataset):
             def __len__(self):
                 return 8
@@ -130,7 +134,7 @@ def main():
                 return torch.ones(8) * i
 
         loader = torch.utils.data.DataLoader(Samples(), batch_size=2, num_workers=1)
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8)) if scenario == "ddp-loader" else None
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8)) if scenario != "loader" else None
         for n, batch in enumerate(loader):
             if n == 2:
                 hung(who=1)  # rank 2 never gets its third batch
