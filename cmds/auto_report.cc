@@ -297,6 +297,8 @@ int AutoReportCommand(int argc, char** argv) {
   // through the round's descriptor, as every file of the round is.
   request.html = ThroughFd(round) + "/report.html";
   request.say_outputs = false;
+  RankSet moved;
+  request.progressing = &moved;
   const int status = AnalyzeInto(request, round, "report.txt");
   request.html.clear();
   if (status < 0) {
@@ -311,15 +313,17 @@ int AutoReportCommand(int argc, char** argv) {
   rf::Read(round, "report.txt", &text, 1 << 20);
   std::vector<std::string> lines;
   for (std::istringstream in(text); std::getline(in, text);) lines.push_back(text);
+  // Started by a rank blocked outside calls (a healthy phase can look so:
+  // a rank waiting for a download, a timed wait, a rendezvous while the
+  // others still start): no call outlasted the timeout, so a job that
+  // moved between the two looks, or is not hung, gets nothing said. The
+  // round's report stays in its folder. The run's next round is a new one:
+  // a hang soon after gets its own (the runtime looks again a timeout later).
+  if (blocked && (status == kExitNoHang || !moved.Empty())) {
+    if (FirstLine(run_dir, "round.started") == round_name) unlinkat(run_dir, "round.started", 0);
+    return kExitNoHang;
+  }
   if (status == kExitNoHang) {
-    // Started by a rank blocked outside calls (a healthy phase can look so:
-    // a rank waiting for a download, a timed wait): no call outlasted the
-    // timeout, so nothing to say. The round's report stays in its folder.
-    // The run's next round is a new one: a hang soon after gets its own.
-    if (blocked) {
-      if (FirstLine(run_dir, "round.started") == round_name) unlinkat(run_dir, "round.started", 0);
-      return kExitNoHang;
-    }
     // Slow, or every rank computes: one line, once per run.
     const int said = rf::Create(run_dir, "slow.said");
     if (said >= 0) {

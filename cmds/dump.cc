@@ -695,6 +695,7 @@ int DumpCommand(int argc, char** argv) {
     p.child_of = t.child_of;
     p.child_of_rank = t.child_of_rank;
     p.heartbeat_age_s = t.heartbeat_age_s;
+    p.captured_on_request = t.answered;
     p.state_before = std::string(1, ps.state_before);
     p.state_after = std::string(1, ps.state_after);
     p.error = ps.error;

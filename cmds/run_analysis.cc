@@ -277,6 +277,7 @@ int RunAnalysis(const AnalysisRequest& r) {
     return kExitCouldNot;
   }
   Diagnosis d = Diagnose(job, compare ? &earlier : nullptr);
+  if (r.progressing) *r.progressing = d.progressing;
   const std::string text_report = text || !r.html.empty() ? TextReport(job, d) : "";
   if (text) {
     fputs((ColorWanted(STDOUT_FILENO) ? Colorize(text_report) : text_report).c_str(), stdout);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "merger/rank_set.h"
+
 namespace hangtrace {
 
 struct AnalysisRequest {
@@ -29,6 +31,10 @@ struct AnalysisRequest {
   // hold several runs are analyzed run by run, newest first (JSON: the
   // newest; the others are named on stderr).
   std::optional<std::string> run;
+  // Out, when set: the ranks that moved between the two looks (auto-report
+  // decides on it: a round started by a blocked rank says nothing of a job
+  // that moves).
+  RankSet* progressing = nullptr;
 };
 
 // Prints the report on stdout (messages on stderr) and returns the exit

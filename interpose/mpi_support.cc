@@ -230,21 +230,23 @@ struct NewComm {
   uint32_t parent_counter = 0;
   const char* label = nullptr;
   bool world = false;
+  fmt::CommKind kind = fmt::CommKind::kMpi;
 };
 
-// Registers `comm` (g_comm_lock held) and returns its index.
-// `facts`: the comm to ask for size, rank and kind (the parent for a comm
-// that is not usable yet).
-uint16_t RegisterLocked(MPI_Comm comm, MPI_Comm facts, const NewComm& n, const std::vector<int32_t>& members) {
+// Registers the communicator, window or file whose handle's key is
+// `handle` (g_comm_lock held) and returns its index. `facts`: the comm to
+// ask for size, rank and kind (the parent for a comm that is not usable
+// yet, a window's or file's communicator).
+uint16_t RegisterLocked(uint64_t handle, MPI_Comm facts, const NewComm& n, const std::vector<int32_t>& members) {
   CommDesc d;
   d.id = n.id;
   d.parent_id = n.parent_id;
-  d.kind = fmt::CommKind::kMpi;
+  d.kind = n.kind;
   d.creator_call = n.creator_call;
   d.color = n.color;
   d.key = n.key;
   d.parent_counter = n.parent_counter;
-  d.handle = HandleKey(comm);
+  d.handle = handle;
   d.label = n.label;
   int inter = 0;
   HT_PMPI(MPI_Comm_test_inter)(facts, &inter);
@@ -262,7 +264,7 @@ uint16_t RegisterLocked(MPI_Comm comm, MPI_Comm facts, const NewComm& n, const s
   }
   uint16_t index = RegisterComm(d);
   if (index != fmt::kNoComm) {
-    g_comm_map.Map(HandleKey(comm), index);
+    g_comm_map.Map(handle, index);
     BumpCommEpoch();
   }
   return index;
@@ -500,7 +502,7 @@ uint16_t CommIndexSlow(MPI_Comm comm) {
       uint64_t k = Combine(HashString("unwrapped"), HashRanks(members));
       n.id = Combine(k, ++(*g_keyed_counters)[k]);
     }
-    index = RegisterLocked(comm, comm, n, members);
+    index = RegisterLocked(key, comm, n, members);
   }
   pthread_mutex_unlock(&g_comm_lock);
   return index;
@@ -545,17 +547,43 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
     uint64_t k = Combine(Combine(parent_id, id), uint64_t(uint32_t(key)));  // key: the tag
     n.id = Combine(k, ++(*g_keyed_counters)[k]);
   }
-  RegisterLocked(newcomm, facts, n, members);
+  RegisterLocked(HandleKey(newcomm), facts, n, members);
   pthread_mutex_unlock(&g_comm_lock);
 }
 
 void CommFreeing(MPI_Comm comm) {
   if (comm == g_handles.null) return;
-  uint64_t key = HandleKey(comm);
-  int index = g_comm_map.Find(key);
+  HandleFreeing(HandleKey(comm));
+}
+
+void HandleCreated(uint16_t call, MPI_Comm comm, uint64_t handle, fmt::CommKind kind) {
+  if (!g_trace) return;
+  const uint16_t parent_index = CommIndex(comm);
+  // Every member counts it, so the ids agree: the n-th window (file) of
+  // that communicator, by the call that made it.
+  const uint32_t counter = NextChildCounter(parent_index);
+  const char* call_name = call < g_trace->header->counters.call_count ? g_trace->calls[call].name : "?";
+  pthread_mutex_lock(&g_comm_lock);
+  NewComm n;
+  n.parent_id = CommIdOf(parent_index);
+  n.creator_call = call;
+  n.parent_counter = counter;
+  n.kind = kind;
+  n.id = Combine(Combine(n.parent_id, HashString(call_name)), counter);
+  RegisterLocked(handle, comm, n, WorldRanks(comm, false));
+  pthread_mutex_unlock(&g_comm_lock);
+}
+
+uint16_t HandleIndex(uint64_t handle) {
+  const int found = g_comm_map.Find(handle);
+  return found >= 0 ? uint16_t(found) : fmt::kNoComm;
+}
+
+void HandleFreeing(uint64_t handle) {
+  int index = g_comm_map.Find(handle);
   if (index >= 0) MarkCommFreed(uint16_t(index));
   pthread_mutex_lock(&g_comm_lock);
-  g_comm_map.Unmap(key);
+  g_comm_map.Unmap(handle);
   BumpCommEpoch();
   pthread_mutex_unlock(&g_comm_lock);
 }

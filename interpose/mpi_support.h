@@ -243,6 +243,16 @@ void CommCreated(uint16_t call, MPI_Comm parent, MPI_Comm newcomm, int color, in
                  bool collective_over_parent, bool facts_from_parent);
 // Before MPI_Comm_free: the handle may be reused by a later comm.
 void CommFreeing(MPI_Comm comm);
+// A window or file made collectively over `comm` (MPI_Win_create and
+// allocate*, MPI_File_open), by its handle's key (HandleKey): registered in
+// the communicator table as one of `kind`, with comm's members, so that its
+// collective calls (fences, MPI_Win_free, the `_all` accesses, closing) are
+// sequenced on it. HandleIndex: its index, kNoComm for one not made by a
+// traced call. HandleFreeing: before MPI_Win_free or MPI_File_close (the
+// handle may be reused).
+void HandleCreated(uint16_t call, MPI_Comm comm, uint64_t handle, fmt::CommKind kind);
+uint16_t HandleIndex(uint64_t handle);
+void HandleFreeing(uint64_t handle);
 void CommNamed(MPI_Comm comm, const char* name);
 
 // --- sequence numbers --------------------------------------------------------

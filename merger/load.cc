@@ -112,10 +112,14 @@ std::string ClaimText(const RankView& v) {
 
 // A communicator nobody named is called by what it is: "comm 0a77 of 3:
 // 0,2,4" (the id's last four hex digits, its size, its members as world
-// ranks when known) instead of sixteen hex digits.
+// ranks when known) instead of sixteen hex digits. A window or file by its
+// communicator and its place among those made there: "window 2 of world",
+// "file 1 of comm 0a77 of 3: 0,2,4".
+void NameWindowsAndFiles(Job* job);
 void NameUnlabeledComms(Job* job) {
   for (GlobalComm& c : job->comms) {
     if (c.world || c.label != HexId(c.id)) continue;
+    if (c.kind == fmt::CommKind::kMpiWindow || c.kind == fmt::CommKind::kMpiFile) continue;
     std::string text = "comm " + c.label.substr(c.label.size() - 4) + " of " + std::to_string(c.size);
     RankSet members;
     bool all = !c.members.empty();
@@ -134,6 +138,30 @@ void NameUnlabeledComms(Job* job) {
     if (c.world || !c.parent_id || c.label.rfind("comm ", 0) != 0) continue;
     auto [it, inserted] = first_label.emplace(std::make_tuple(c.parent_id, c.parent_counter, c.creator_call), c.label);
     c.family = "made with " + it->second;
+  }
+  NameWindowsAndFiles(job);
+}
+
+void NameWindowsAndFiles(Job* job) {
+  // Per communicator and kind, in the order they were made there.
+  std::map<std::pair<uint64_t, fmt::CommKind>, std::vector<GlobalComm*>> made;
+  for (GlobalComm& c : job->comms) {
+    if ((c.kind == fmt::CommKind::kMpiWindow || c.kind == fmt::CommKind::kMpiFile) && c.label == HexId(c.id)) {
+      made[{c.parent_id, c.kind}].push_back(&c);
+    }
+  }
+  for (auto& [where, list] : made) {
+    std::sort(list.begin(), list.end(), [](const GlobalComm* a, const GlobalComm* b) {
+      return a->parent_counter < b->parent_counter;
+    });
+    auto parent = job->comm_index.find(where.first);
+    const std::string of = parent != job->comm_index.end() ? job->comms[size_t(parent->second)].label
+                                                            : "a communicator the trace does not show";
+    const std::string what = where.second == fmt::CommKind::kMpiWindow ? "window" : "file";
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i]->label = what + " " + std::to_string(i + 1) + " of " + of;
+      list[i]->family = what + "s of " + of;
+    }
   }
 }
 

@@ -113,6 +113,7 @@ json NodeToJson(const NodeDump& n) {
     if (!p.python_version.empty()) o["python"] = {{"version", p.python_version}, {"error", p.python_error}};
     if (!p.cmdline.empty()) o["cmdline"] = p.cmdline;
     if (p.child_of) o["child_of"] = {{"pid", p.child_of}, {"rank", p.child_of_rank}};
+    if (p.captured_on_request) o["captured_on_request"] = true;
     o["threads"] = json::array();
     for (const NodeThread& t : p.threads) {
       json th = {{"tid", t.tid}, {"name", t.name}, {"state", t.state}, {"wchan", t.wchan},
@@ -175,6 +176,7 @@ bool NodeFromJson(const json& j, NodeDump* n, std::string* error) {
       p.error = o.value("error", "");
       p.cmdline = o.value("cmdline", "");
       p.seconds = o.value("seconds", 0.0);
+      p.captured_on_request = o.value("captured_on_request", false);
       if (o.contains("child_of") && o["child_of"].is_object()) {
         p.child_of = o["child_of"].value("pid", 0);
         p.child_of_rank = o["child_of"].value("rank", -1);

@@ -57,6 +57,10 @@ struct NodeProcess {
   // rank (0 and -1: none).
   int32_t child_of = 0;
   int32_t child_of_rank = -1;
+  // It took a capture round of its own on this dump's request (a Python
+  // process): the capture in its trace snapshot is of this dump's instant.
+  // Otherwise that capture, if any, is older (the watchdog's, an idle one).
+  bool captured_on_request = false;
   std::vector<NodeThread> threads;
   bool HasPythonFrames() const;
 };

@@ -32,12 +32,13 @@ ThreadStack FromNode(Job* job, const NodeThread& th) {
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v) {
   // A dump's stacks (node.json) are newer, read from outside: they replace
   // what the process captured itself. Unless the dump could not read the
-  // Python frames that the process's own capture (on the dump's request)
+  // Python frames that the process's own capture on the dump's request
   // holds: then that capture, whose native and Python stacks are of one
-  // instant, is the better one.
+  // instant, is the better one. A capture the process took before (at its
+  // start, for a rank blocked in a rendezvous) shows where it was.
   const bool dump_has_stacks = dumped && std::any_of(dumped->threads.begin(), dumped->threads.end(),
                                                      [](const NodeThread& t) { return !t.frames.empty(); });
-  if (dump_has_stacks && (dumped->HasPythonFrames() || s.py_frames.empty())) {
+  if (dump_has_stacks && (dumped->HasPythonFrames() || s.py_frames.empty() || !dumped->captured_on_request)) {
     std::lock_guard<std::mutex> lock(shared->mu);  // Job::frames is shared
     for (const NodeThread& th : dumped->threads) {
       if (!th.frames.empty()) v->stacks.push_back(FromNode(shared->job, th));

@@ -280,6 +280,7 @@ bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, const
       if (g_round_blocked_only && ended > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         unlinkat(f->dir_fd, ("report.round." + RunName()).c_str(), 0);  // no hang found: the node may start another
         g_round_start = 0;
+        RearmBlockedProbe();
       }
     }
   }

@@ -142,8 +142,14 @@ struct BlockedProbe {
   uint64_t cpu = 0;          // program threads' CPU then (clock ticks of /proc)
   bool said = false;         // this stretch started its round
   char why[200] = {};        // when said: what was found, for the round's folder
+  uint64_t armed_at = 0;     // ticks: found blocked only a timeout after this
 };
 BlockedProbe g_blocked;
+// Set when a round this process started as blocked found no hang: the
+// stretch may start another, a timeout later (a rank blocked at its start
+// while the others still started found the job moving; the hang that
+// follows, in the same stretch, must still get its round).
+bool g_blocked_rearm = false;
 
 // CPU run by the live descendants of `pid` (each thread's children, read
 // from /proc/PID/task/TID/children, 3 levels down, 64 processes at most),
@@ -250,7 +256,8 @@ bool MainThreadInCommunicationLibrary(TraceFile* f, uint64_t since_ticks) {
   return false;
 }
 
-// True once per stretch outside calls, when the process is found blocked
+// True once per stretch outside calls (again a timeout after a round that
+// found no hang: RearmBlockedProbe), when the process is found blocked
 // (its stacks then taken again: where it is blocked now).
 bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint64_t limit) {
   const uint64_t half = IdleFor(newest, now_ticks, limit / 2);
@@ -259,10 +266,17 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
     return false;
   }
   if (g_blocked.idle_after != half) {  // a new stretch: its first window starts
-    g_blocked = BlockedProbe{half, now_ticks, ProgramCpu(), false};
+    g_blocked = BlockedProbe{half, now_ticks, ProgramCpu(), false, {}, half};
+    g_blocked_rearm = false;
     return false;
   }
-  if (g_blocked.said || now_ticks - half < limit || now_ticks - g_blocked.window_start < limit / 2) return false;
+  if (g_blocked.said && __atomic_exchange_n(&g_blocked_rearm, false, __ATOMIC_ACQ_REL)) {
+    g_blocked = BlockedProbe{half, now_ticks, ProgramCpu(), false, {}, now_ticks};
+    return false;
+  }
+  if (g_blocked.said || now_ticks - g_blocked.armed_at < limit || now_ticks - g_blocked.window_start < limit / 2) {
+    return false;
+  }
   const uint64_t cpu = ProgramCpu();
   // One clock tick (10 ms) of slack: the kernel's accounting, a signal.
   const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
@@ -298,6 +312,12 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
   g_blocked.cpu = cpu;
   return false;
 }
+
+}  // namespace
+
+void RearmBlockedProbe() { __atomic_store_n(&g_blocked_rearm, true, __ATOMIC_RELEASE); }
+
+namespace {
 
 void Watchdog(TraceFile* f, uint64_t now_ticks) {
   const fmt::ProcessInfo* p = f->process;

@@ -140,6 +140,8 @@ const char* CommKindName(CommKind k) {
     case CommKind::kRccl: return "RCCL";
     case CommKind::kUser: return "user";
     case CommKind::kTorch: return "torch";
+    case CommKind::kMpiWindow: return "MPI window";
+    case CommKind::kMpiFile: return "MPI file";
   }
   return "unknown";
 }

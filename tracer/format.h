@@ -184,6 +184,12 @@ enum class Redop : uint8_t {
 enum class CommKind : uint8_t {
   kUnknown = 0, kMpi = 1, kNccl = 2, kRccl = 3, kUser = 4,
   kTorch = 5,  // a torch.distributed process group
+  // An MPI window or file: its collective calls (MPI_Win_fence, MPI_Win_free,
+  // MPI_File_write_all, MPI_File_close, ...) are sequenced on it as on a
+  // communicator of the creating communicator's members, made by
+  // MPI_Win_create/allocate* or MPI_File_open.
+  kMpiWindow = 6,
+  kMpiFile = 7,
 };
 
 // CommEntry::flags.

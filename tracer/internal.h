@@ -59,6 +59,9 @@ bool AutoReportOn();
 // blocked_why: the round is wanted because the process was found blocked
 // outside traced calls (no call fired), and what was found; null otherwise.
 bool AutoReportTick(TraceFile* f, bool fired, bool idle, double timeout_s, const char* blocked_why = nullptr);
+// The round this process started as blocked found no hang (background.cc):
+// it may find itself blocked again, a timeout later.
+void RearmBlockedProbe();
 // The process exits: a report round it started and that is not done yet
 // gets one line saying where its report will be (no one is left to print it).
 void AutoReportAtExit();

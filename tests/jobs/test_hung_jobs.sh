@@ -47,9 +47,12 @@
 #                         round starts from a rank blocked outside any
 #   auto-torch-ddp-loader-cold
 #                         the same with no traced call before the hang
-#   auto-mpi-fence        mpi_prog fence: the others spin in MPI_Win_fence
-#                         (untraced) while rank 1 sleeps: the round starts
-#                         from two captures inside MPI
+#   auto-mpi-fence        mpi_prog fence: the others wait in MPI_Win_fence
+#                         (a traced collective on the window) while rank 1
+#                         sleeps: rank 1 never entered the fence
+#   auto-h5py-skip        h5py_hang.py traced, the automatic report on: rank
+#                         2 in MPI_File_sync on the file, the others in HDF5's
+#                         barrier: rank 2 named
 #   auto-torch-busy       healthy, every rank working past the timeout
 #                         outside calls (main thread joining a busy thread,
 #                         then a busy subprocess): no round, nothing in the log
@@ -372,14 +375,27 @@ case "$scenario" in
     ! sed -n '/^classes/,/^$/p' report.txt | grep -q "h5py/" || fail "a class is placed in h5py's code, not the program's"
     ;;
   auto-mpi-fence)
-    # One-sided MPI, not traced yet: rank 1 sleeps instead of its third
-    # MPI_Win_fence; the others spin in theirs, in no traced call, on the
-    # CPU. Two captures find their main threads inside MPI: the round starts.
+    # One-sided MPI: rank 1 sleeps instead of its third MPI_Win_fence; the
+    # others wait in theirs, a traced collective on the window.
     start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" fence
     wait_for 300 says stuck || fail "the job never got in place"
     since=$(date +%s.%N)
     auto_report 13
-    check verdict=hang exit=3 culprits=1 op:0,2-3=other
+    check verdict=hang exit=3 culprits=1 op:0,2-3=barrier why:1="never entered MPI_Win_fence #3 on window 1 of world"
+    ;;
+  auto-h5py-skip)
+    # h5py_hang.py traced, the automatic report on: rank 2, which skipped a
+    # collective create_dataset, waits in MPI_File_sync on the file (an
+    # MPI-IO collective, traced) while the others, past theirs, wait in
+    # HDF5's barrier on its own communicator.
+    need python3 python3-h5py-mpi
+    /usr/bin/python3 -c "import h5py._debian_h5py_mpi" 2> /dev/null || skip "h5py has no MPI (python3-h5py-mpi)"
+    start "${auto[@]}" $(traced) mpirun -np 4 --oversubscribe /usr/bin/python3 "$src/tests/python/h5py_hang.py" \
+      "$work/checkpoint.h5"
+    wait_for 600 says hung || fail "the job never got in place"
+    since=$(date +%s.%N)
+    auto_report 13
+    check verdict=hang exit=3 culprits=2 why:2="now in MPI_File_sync #2 on file 1 of"
     ;;
   auto-torch-busy)
     # Healthy: every rank works for longer than the timeout outside any

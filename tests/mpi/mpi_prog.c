@@ -49,10 +49,10 @@
  *             thread B skips its last; the main threads join theirs: hung
  *             until killed (rank 0 prints "stuck" once its B thread is in
  *             its last all-reduce)
- *   fence     a window on world (MPI_Win_allocate, which hangtrace does not
- *             trace yet) and three MPI_Win_fence epochs; rank 1 sleeps
- *             instead of the third: the others spin in the fence, in no
- *             traced call; hung until killed (rank 0 prints "stuck")
+ *   fence     a window on world (MPI_Win_allocate) and three
+ *             MPI_Win_fence epochs; rank 1 sleeps instead of the third: the
+ *             others wait in the fence (Open MPI spins there, on the CPU);
+ *             hung until killed (rank 0 prints "stuck")
  *   many-comms [N [keep|K]]  N (5000) times: MPI_Comm_dup of world, an
  *             Allreduce and a message from rank 0 to 1 on it, then
  *             MPI_Comm_free (none with keep; all but the first K with K);

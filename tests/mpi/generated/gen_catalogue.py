@@ -801,8 +801,71 @@ def composite():
                 yield p
 
 
+# The calls of a window's or a file's life that are collective: each a
+# call one rank skips, with what every rank does first (the window or file
+# it works on). A file is made in the program's folder (the runner runs it
+# in the job's own) and removed when it is closed.
+WINDOW = "MPI_Win win;\n  static char wbuf[64];\n  void* wbase;\n  (void)wbuf; (void)wbase;"
+FILE = "MPI_File fh;\n  char fbuf[64] = {0};\n  (void)fbuf;"
+CREATE = {
+    "win_create": "MPI_Win_create(wbuf, sizeof wbuf, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);",
+    "win_allocate": "MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wbase, &win);",
+    "win_allocate_shared": "MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wbase, &win);",
+    "win_create_dynamic": "MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);",
+    "file_open": "MPI_File_open(MPI_COMM_WORLD, \"catalogue.dat\", MPI_MODE_CREATE | MPI_MODE_RDWR | "
+                 "MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh);",
+}
+HANDLE_CALLS = [  # (name, the call, what every rank makes first)
+    ("MPI_Win_create", CREATE["win_create"], None),
+    ("MPI_Win_allocate", CREATE["win_allocate"], None),
+    ("MPI_Win_allocate_shared", CREATE["win_allocate_shared"], None),
+    ("MPI_Win_create_dynamic", CREATE["win_create_dynamic"], None),
+    ("MPI_File_open", CREATE["file_open"], None),
+] + [("MPI_Win_fence", "MPI_Win_fence(0, win);", make) for make in
+     ("win_create", "win_allocate", "win_allocate_shared", "win_create_dynamic")] + [
+    ("MPI_Win_free", "MPI_Win_free(&win);", "win_allocate"),
+    ("MPI_File_close", "MPI_File_close(&fh);", "file_open"),
+    ("MPI_File_set_size", "MPI_File_set_size(fh, 64);", "file_open"),
+    ("MPI_File_preallocate", "MPI_File_preallocate(fh, 64);", "file_open"),
+    ("MPI_File_sync", "MPI_File_sync(fh);", "file_open"),
+    ("MPI_File_set_view", "MPI_File_set_view(fh, 0, MPI_CHAR, MPI_CHAR, \"native\", MPI_INFO_NULL);", "file_open"),
+    ("MPI_File_set_atomicity", "MPI_File_set_atomicity(fh, 1);", "file_open"),
+    ("MPI_File_read_all", "MPI_File_read_all(fh, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);", "file_open"),
+    ("MPI_File_write_all", "MPI_File_write_all(fh, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);", "file_open"),
+    ("MPI_File_read_at_all", "MPI_File_read_at_all(fh, 8 * rank, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);",
+     "file_open"),
+    ("MPI_File_write_at_all", "MPI_File_write_at_all(fh, 8 * rank, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);",
+     "file_open"),
+    ("MPI_File_read_ordered", "MPI_File_read_ordered(fh, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);", "file_open"),
+    ("MPI_File_write_ordered", "MPI_File_write_ordered(fh, fbuf, 8, MPI_CHAR, MPI_STATUS_IGNORE);", "file_open"),
+]
+
+
+def handle_skip():
+    """One rank never enters a collective call of a window's or a file's
+    life (its making, a fence, an MPI-IO access, its freeing or closing):
+    it computes; the others wait in the call, or, where the library let
+    them through without it, in the barrier after."""
+    for call, code, make in HANDLE_CALLS:
+        for s in (0, 3):
+            np_ = 4
+            name = "handle_skip_%s%s_r%d" % (call[4:].lower(), "_" + make if make else "", s)
+            p = Program("handle-skip", name, np_, "Every rank makes %s; rank %d never enters %s (it computes); the "
+                        "others do." % (make or "nothing", s, call))
+            p.setup.append(WINDOW if (make or call).lower().find("win") >= 0 else FILE)
+            if make:
+                p.setup.append(CREATE[make])
+            p.branch("rank == %d" % s, ACTIONS["compute"][1])
+            p.branch("1", code)
+            ops = {rk: call + "|MPI_Barrier" for rk in range(np_) if rk != s}
+            ops[s] = "compute"
+            p.set_truth("hang", [s], ops, "never entered")
+            yield p
+
+
 FAMILIES = [coll_skip, polling_server, coll_order, coll_args, recv_unmatched, send_unreceived, envelope_mismatch, cycles, partial,
-            any_of, step_order, comm_order, wildcard_race, mpi4py_skip, composite, served_early]
+            any_of, step_order, comm_order, wildcard_race, mpi4py_skip, composite, served_early,
+            handle_skip]
 
 
 def programs():

@@ -131,7 +131,8 @@ def run_one(t, command, hangtrace, settle):
     env = dict(os.environ, **MPI_AS_ROOT)
     job = subprocess.Popen(["mpirun", "-np", str(t["np"]), "--oversubscribe", hangtrace, "run", "--dir", folder,
                             "--job", "cat", "--timeout", "0"] + command,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                           cwd=folder)  # the files a program makes go with the folder
     try:
         # Until it ends, or every rank has its file, is past MPI_Init (on a
         # loaded machine the start alone may outlast the settling time, and
@@ -184,7 +185,7 @@ def main():
     ap.add_argument("--results", help="write each program's line here")
     args = ap.parse_args()
 
-    hangtrace = os.path.join(args.build, "bin", "hangtrace")
+    hangtrace = os.path.abspath(os.path.join(args.build, "bin", "hangtrace"))
     if not os.access(hangtrace, os.X_OK):
         print("run_catalogue: no %s: build first" % hangtrace, file=sys.stderr)
         return 2
@@ -230,8 +231,8 @@ def main():
     start = time.time()
     for i, t in enumerate(programs):
         # A Python rank imports mpi4py first: more time before it can be stuck.
-        command = [PYTHON, os.path.join(src_dir, t["name"] + ".py")] if t["python"] else \
-            [os.path.join(bin_dir, t["name"])]
+        command = [PYTHON, os.path.abspath(os.path.join(src_dir, t["name"] + ".py"))] if t["python"] else \
+            [os.path.abspath(os.path.join(bin_dir, t["name"]))]
         report, text, compact = run_one(t, command, hangtrace, args.settle + (2.5 if t["python"] else 0))
         wrong = judge(t, report)
         if compact:
