@@ -154,6 +154,11 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
                                 ", then exited with the others when the job was torn down (status " +
                                 std::to_string(v.exit_code & 0xff) + ")"
                           : "exited with status " + std::to_string(v.exit_code & 0xff) + "; " + ctx.NeverEntered(r);
+        // A failure status of its own, before the others ended (an MPI
+        // error under MPI_ERRORS_ARE_FATAL, exit(1)): the job crashed
+        // there; nothing hung by itself. Status 0 (a rank that finished
+        // early) leaves the others hung.
+        if (!with_others && v.exit_code != 0) ctx.found.crash = true;
         break;
       }
       case RankState::kStopped:

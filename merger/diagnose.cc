@@ -206,7 +206,13 @@ std::string StackPlace(const Job& job, const RankView& v) {
     if (!t || s.tid == want) t = &s;
   }
   std::string out = v.current.valid ? job.names[v.current.name] : "";
-  for (size_t i = 0; t && i < t->frames.size() && i < 12; ++i) out += "|" + job.frames[t->frames[i]].Text();
+  for (size_t i = 0; t && i < t->frames.size() && i < 12; ++i) {
+    const Frame& f = job.frames[t->frames[i]];
+    // A frame read with no module to name it (the capture's map not read
+    // with it): the place is not known, so it is compared with nothing.
+    if (f.lang == Frame::Lang::kNative && f.func.empty() && f.module.empty()) return "";
+    out += "|" + f.Text();
+  }
   return out;
 }
 }  // namespace
@@ -241,9 +247,9 @@ RankSet FindProgress(const Job& job, const Job& earlier) {
     // rank nobody traced) moved when its stacks did: another call, another
     // line, another frame. The same stack twice is not proof of a hang (a
     // loop can pass the same point), but a different one is of progress.
-    if (v.basis == Basis::kStacks && e.basis == Basis::kStacks && !v.stacks.empty() && !e.stacks.empty() &&
-        StackPlace(job, v) != StackPlace(earlier, e)) {
-      moved = true;
+    if (v.basis == Basis::kStacks && e.basis == Basis::kStacks && !v.stacks.empty() && !e.stacks.empty()) {
+      const std::string now = StackPlace(job, v), then = StackPlace(earlier, e);
+      if (!now.empty() && !then.empty() && now != then) moved = true;
     }
     if (v.state != e.state && (v.state == RankState::kExited || e.state == RankState::kMissing)) moved = true;
     if (moved) moved_ranks.Add(v.rank);

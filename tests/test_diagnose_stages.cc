@@ -393,6 +393,38 @@ TEST(Stages, ProgressIsJudgedOnRawCountersNeverOnConvertedTimes) {
   EXPECT_EQ(FindProgress(b.job, a.job).ToString(), "1");
 }
 
+// A rank outside calls whose stacks were read twice: the same stack, once
+// before the capture's module map was there (raw addresses), once named,
+// is no progress; a stack named both times at another place is.
+TEST(Stages, AStackReadBeforeItsModulesWereKnownIsComparedWithNothing) {
+  auto outside = [](JobBuilder& b, std::vector<Frame> frames) {
+    RankView& v = b.job.ranks[1];
+    v.state = RankState::kCompute;
+    v.basis = Basis::kStacks;
+    v.pid = 100;
+    v.outside_since_ticks = 500;
+    ThreadStack t;
+    t.tid = 100;
+    for (const Frame& f : frames) t.frames.push_back(b.job.InternFrame(f));
+    v.stacks = {t};
+  };
+  Frame raw, sleep, slow, other;
+  raw.offset = 0x7f85e45ae545;  // no module, no function: a bare address
+  sleep.func = "clock_nanosleep";
+  sleep.module = "/lib/libc.so.6";
+  slow.func = "slow";
+  slow.module = "/bin/prog";
+  other.func = "compute";
+  other.module = "/bin/prog";
+  JobBuilder earlier(2), later(2);
+  outside(earlier, {raw, raw});
+  outside(later, {sleep, slow});
+  EXPECT_TRUE(FindProgress(later.job, earlier.job).Empty());
+  JobBuilder named(2);
+  outside(named, {sleep, other});
+  EXPECT_EQ(FindProgress(named.job, later.job).ToString(), "1");
+}
+
 TEST(Stages, OneSnapshotSaysSoAndTwoNeverBlameARankThatMoved) {
   JobBuilder b(3);  // 0, 1 in #2; 2 computes, waited for
   b.InColl(0, "MPI_Allreduce", 2);

@@ -757,6 +757,11 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
   uint32_t round = __atomic_load_n(&k.stack_round, __ATOMIC_ACQUIRE) + 1;
   __atomic_store_n(&k.stack_count, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&k.stack_round, round, __ATOMIC_RELEASE);
+  // The round's module map before any of its stacks is done: a reader
+  // that finds a stack done finds the modules that name its frames (taken
+  // after, a read in between showed the same stack as raw addresses, which
+  // compared as another place: a rank that had not moved "moved").
+  CaptureModules(f, round);
   for (int i = 0; i < ntids; ++i) {
     fmt::StackSlot* s = &f->stacks[i];
     __atomic_store_n(&s->status, uint32_t(fmt::StackStatus::kEmpty), __ATOMIC_RELEASE);
@@ -875,7 +880,6 @@ int CaptureAllStacks(fmt::StackReason reason, int timeout_ms) {
     syscall(SYS_futex, &g_hold_round, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
     PythonStoreAfterRelease(error, round);
   }
-  CaptureModules(f, round);
   NoteLockHolders(f, tids, ntids);
   return captured;
 }
