@@ -319,17 +319,33 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
       explained = ctx.found.crash = true;
     }
   }
-  // A member that entered and then stopped (SIGSTOP inside the call).
+  // MPI_Init completes when every process of the job has started it (the
+  // launcher's exchange of addresses): its members are the whole job,
+  // though its record names no communicator.
+  const std::string& name = ctx.job.names[k.call.name];
+  const bool init = k.call.comm < 0 && name.rfind("MPI_Init", 0) == 0;
+  std::vector<int32_t> members = ctx.job.Members(k.call.comm);
+  if (init) {
+    members.clear();
+    for (const RankView& v : ctx.job.ranks) members.push_back(v.rank);
+  }
+  // A member that stopped (SIGSTOP inside the call, or, for MPI_Init,
+  // anywhere: it may have been let through first).
   if (!explained) {
-    for (int32_t r : ctx.job.Members(k.call.comm)) {
+    for (int32_t r : members) {
       const RankView& v = ctx.job.ranks[size_t(r)];
       if (v.state != RankState::kStopped) continue;
-      ctx.Blame(r, "is stopped inside " + DescribeCall(ctx.job, v.current) + ": its runtime has been silent for " +
-                       std::to_string(int(v.silent_s)) + " s while the others' kept beating (SIGSTOP, or wedged)");
+      ctx.Blame(r, std::string("is stopped") + (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : "") +
+                       ": its runtime has been silent for " + std::to_string(int(v.silent_s)) +
+                       " s while the others' kept beating (SIGSTOP, or wedged)");
       explained = true;
     }
   }
-  if (!explained) ctx.found.below = true;
+  // Below MPI only when every member is in the call: a member elsewhere
+  // (absent, computing, gone) may be what it waits for.
+  bool all_in = !members.empty();
+  for (int32_t r : members) all_in &= k.ranks.Contains(r);
+  if (!explained && (all_in || !init)) ctx.found.below = true;
 }
 
 // --- a cycle through a file lock -------------------------------------------------------------------

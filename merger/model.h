@@ -162,6 +162,11 @@ struct RankView {
   // returned: it is analyzed where it was (a hung job torn down later).
   bool ended_in_call = false;
   double silent_s = 0;            // heartbeat age against the job's newest one
+  // In a dump: its heartbeat's age when the dump found it (-1: not dumped).
+  // The snapshots of a node are copied one after another, seconds apart on
+  // a loaded node: against the newest snapshot's heartbeat, the first ones
+  // copied would look silent.
+  double dump_heartbeat_age_s = -1;
 
   // --- facts of the file (the snapshot stage) ---
   Ending ending = Ending::kRunning;

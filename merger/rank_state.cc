@@ -106,6 +106,7 @@ void DecideRankStates(Job* job) {
       continue;
     }
     v.silent_s = v.heartbeat_real_ns ? double(newest - v.heartbeat_real_ns) / 1e9 : 0;
+    if (v.dump_heartbeat_age_s >= 0 && v.liveness == Liveness::kRunning) v.silent_s = v.dump_heartbeat_age_s;
     v.ended_in_call = EndedInCall(v);
     const bool stale = v.heartbeat_real_ns && v.silent_s > kHeartbeatStaleSeconds && !v.from_stacks;
     v.state = Decide(v, stale);

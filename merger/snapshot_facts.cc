@@ -49,7 +49,10 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
   // A snapshot in a dump folder is a photograph: the process as the dump
   // found it, never what /proc says of its pid today.
   v.liveness = dumped ? dumped->liveness : ProcessLiveness(s);
-  if (dumped) v.dump_state = dumped->state_before;
+  if (dumped) {
+    v.dump_state = dumped->state_before;
+    v.dump_heartbeat_age_s = dumped->heartbeat_age_s;
+  }
   const bool vanished = v.liveness == Liveness::kGone || v.liveness == Liveness::kZombie;
   switch (fmt::ProcState(p.state)) {
     case fmt::ProcState::kExited: v.ending = Ending::kExited; break;

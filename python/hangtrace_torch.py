@@ -438,6 +438,25 @@ def _wrap_destroy(real):
     return destroy_process_group
 
 
+def _wrap_init(real):
+    """init_process_group: once it returns, the default group gives the
+    process its rank (hangtrace_set_rank), and the runtime knows the
+    process has started: a rank blocked from then on with no traced call
+    of its own (DDP's all-reduces come from C++) gets the automatic report;
+    one still in the rendezvous does not."""
+    @functools.wraps(real)
+    def init_process_group(*args, **kwargs):
+        result = real(*args, **kwargs)
+        try:
+            _group_of(None)
+        except Exception as e:
+            _warn("groups are", e)
+        return result
+
+    init_process_group.__hangtrace__ = True
+    return init_process_group
+
+
 def patch(module):
     """Wraps the calls of torch.distributed.distributed_c10d, before
     torch.distributed re-exports them."""
@@ -457,6 +476,9 @@ def patch(module):
     real = getattr(module, "destroy_process_group", None)
     if real is not None and not getattr(real, "__hangtrace__", False):
         module.destroy_process_group = _wrap_destroy(real)
+    real = getattr(module, "init_process_group", None)
+    if real is not None and not getattr(real, "__hangtrace__", False):
+        module.init_process_group = _wrap_init(real)
     work = getattr(module, "Work", None)
     if work is not None and not getattr(work.wait, "__wrapped__", None):
         _wrap_work(work)

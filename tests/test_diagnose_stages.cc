@@ -475,6 +475,42 @@ TEST(Stages, TheOddRankOfARecordedMismatchIsNamedThoughItMoved) {
   EXPECT_EQ(d.culprits[0].rank, 2);
 }
 
+// MPI_Init completes when every process has started it: a rank alone in
+// it while another is stopped (past its own, or before) waits for that
+// one; below MPI is said only when every rank is in it.
+TEST(Stages, MpiInitWaitsForTheWholeJobBeforeBelowMpiIsSaid) {
+  auto in_init = [](JobBuilder& b, int32_t r) {
+    RankView& v = b.job.ranks[size_t(r)];
+    v.state = RankState::kInCall;
+    v.current = b.Call("MPI_Init", fmt::Op::kCommMgmt, fmt::kCallBlocking, -1, 0);
+  };
+  {
+    JobBuilder b(2);
+    in_init(b, 0);
+    b.job.ranks[1].state = RankState::kStopped;
+    b.job.ranks[1].silent_s = 8;
+    Diagnosis d = b.Run();
+    EXPECT_FALSE(d.below) << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 1);
+    EXPECT_NE(d.culprits[0].why.find("is stopped"), std::string::npos) << d.culprits[0].why;
+  }
+  {
+    JobBuilder b(2);  // rank 1 computes: nothing says it is below MPI
+    in_init(b, 0);
+    Diagnosis d = b.Run();
+    EXPECT_FALSE(d.below) << d.summary;
+    EXPECT_EQ(d.summary.find("below MPI"), std::string::npos) << d.summary;
+  }
+  {
+    JobBuilder b(2);  // both in it: the launcher's exchange, below any rank
+    in_init(b, 0);
+    in_init(b, 1);
+    Diagnosis d = b.Run();
+    EXPECT_TRUE(d.below) << d.summary;
+  }
+}
+
 TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
   JobBuilder b(6);
   Job& job = b.job;
@@ -555,6 +591,25 @@ TEST(RankState, ASilentTraceIsPlacedByItsStacksAndAStaleHeartbeatIsStopped) {
   EXPECT_EQ(b.job.ranks[1].basis, Basis::kStacks);
   EXPECT_EQ(b.job.names[b.job.ranks[1].current.name], "torch.distributed.barrier");
   EXPECT_EQ(b.job.ranks[2].state, RankState::kStopped);
+}
+
+// In a dump, each snapshot is copied in turn, seconds apart on a loaded
+// node: a rank is silent by its heartbeat's age when the dump found it
+// running, not against a snapshot copied later.
+TEST(RankState, ADumpJudgesEachHeartbeatByItsAgeWhenFound) {
+  JobBuilder b(2);
+  for (int r = 0; r < 2; ++r) {
+    b.job.ranks[size_t(r)].path = "f" + std::to_string(r);
+    b.job.ranks[size_t(r)].liveness = Liveness::kRunning;
+    b.job.ranks[size_t(r)].dump_heartbeat_age_s = 0.5;
+  }
+  b.job.ranks[0].heartbeat_real_ns = 90000000000;  // copied 10 s before rank 1's
+  b.job.ranks[1].heartbeat_real_ns = 100000000000;
+  load::DecideRankStates(&b.job);
+  EXPECT_EQ(b.job.ranks[0].state, RankState::kCompute);
+  b.job.ranks[0].dump_heartbeat_age_s = 12;  // found silent: stopped, or wedged
+  load::DecideRankStates(&b.job);
+  EXPECT_EQ(b.job.ranks[0].state, RankState::kStopped);
 }
 
 // --- no-hang needs evidence ----------------------------------------------------------------

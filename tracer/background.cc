@@ -84,11 +84,15 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
 uint64_t g_idle_captured_after = 0;  // the stretch's start (OutsideCallsSince) the last idle capture followed
 
 // When the process's stretch outside traced calls began, if it is in none
-// now (0: in one, or entering one): the end of its newest call, or, for a
-// rank that has made none yet, the runtime's start. A job can hang before
-// its first traced call ends (DistributedDataParallel's all-reduces come
-// from C++, and a script may call torch.distributed itself only later);
-// a forked child (a DataLoader worker) is no rank of its own.
+// now (0: in one, or entering one, or still starting): the end of its
+// newest call, or, for a rank that has ended none, when it had its rank
+// from a communication library (torch.distributed's init_process_group
+// returned: InitializedTicks). A job can hang before its first traced call
+// ends (DistributedDataParallel's all-reduces come from C++, and a script
+// may call torch.distributed itself only later); before that moment the
+// process still starts (imports, meets the others in the rendezvous), and
+// on a loaded node that outlasts a short timeout with nothing hung. A
+// forked child (a DataLoader worker) is no rank of its own.
 uint64_t OutsideCallsSince(TraceFile* f) {
   const uint32_t n = __atomic_load_n(&f->header->counters.thread_count, __ATOMIC_ACQUIRE);
   uint64_t newest = 0;
@@ -100,7 +104,7 @@ uint64_t OutsideCallsSince(TraceFile* f) {
     if (calls.has_last) newest = std::max(newest, calls.last.ticks);
   }
   const fmt::ProcessInfo* p = f->process;
-  if (!newest && p->rank >= 0 && !p->forked) newest = p->clock.start_ticks;
+  if (!newest && p->rank >= 0 && !p->forked) newest = InitializedTicks();
   return newest;
 }
 
@@ -282,7 +286,7 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
   const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
   const bool capture = RuntimeConfig().stacks;
   const double hz = double(f->process->clock.ticks_hz);
-  const char* since = half == f->process->clock.start_ticks ? "since it started" : "since its last ended";
+  const char* since = half == InitializedTicks() ? "since it had its rank; none of its own ended yet" : "since its last ended";
   if (still && MainThreadWaits()) {
     g_blocked.said = true;
     snprintf(g_blocked.why, sizeof(g_blocked.why),

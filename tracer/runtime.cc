@@ -520,13 +520,23 @@ uint32_t NextChildCounter(uint16_t comm) {
   return __atomic_add_fetch(&f->comms[comm].children, 1, __ATOMIC_ACQ_REL);
 }
 
+namespace {
+uint64_t g_initialized_ticks = 0;
+}  // namespace
+
 void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source) {
   TraceFile* f = g_trace;
   if (!f) return;
   f->process->rank = rank;
   f->process->world_size = world_size;
   f->process->rank_source = uint8_t(source);
+  if (source == fmt::RankSource::kMpi || source == fmt::RankSource::kNccl || source == fmt::RankSource::kTorch) {
+    uint64_t unset = 0;
+    __atomic_compare_exchange_n(&g_initialized_ticks, &unset, NowTicks(), false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+  }
 }
+
+uint64_t InitializedTicks() { return __atomic_load_n(&g_initialized_ticks, __ATOMIC_ACQUIRE); }
 
 
 void RecordExit(int code) {

@@ -317,6 +317,12 @@ uint32_t NextChildCounter(uint16_t comm);
 
 // Sets the global rank (e.g. from MPI_Comm_rank at MPI_Init).
 void SetRank(int32_t rank, int32_t world_size, fmt::RankSource source);
+// When the process first had its rank from a communication library (MPI,
+// NCCL, torch.distributed's default group), in record ticks; 0: not yet.
+// Where a rank that has ended no traced call begins its stretch outside
+// calls (background.cc): before it, a process is still starting (importing,
+// meeting the others), which is no hang of its own.
+uint64_t InitializedTicks();
 
 // --- lifecycle -------------------------------------------------------------
 
