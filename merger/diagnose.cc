@@ -145,8 +145,12 @@ Classes Classify(const Job& job) {
     const bool in = v.state == RankState::kInCall;
     const CallPoint& call = v.current;
     const bool p2p = IsP2p(call) || call.op == fmt::Op::kProbe;
+    // Whether its main thread's stack was read is evidence of where a rank
+    // outside calls is; a rank its trace places in a call is there either
+    // way (a capture that timed out on one rank under load split it from
+    // its class-mates).
     Key k = in ? Key{int(v.state), call.name, call.comm, call.seq, IsCollective(call) ? -1 : call.peer,
-                     p2p ? call.tag : 0, PlaceKey(job, v.user_frame), int(v.basis), v.main_stack_unread}
+                     p2p ? call.tag : 0, PlaceKey(job, v.user_frame), int(v.basis), false}
                : Key{int(v.state), uint16_t(0), -1, 0, -1, 0, PlaceKey(job, v.user_frame), 0, v.main_stack_unread};
     auto [it, inserted] = class_of_key.emplace(k, c.groups.size());
     if (inserted) {

@@ -709,6 +709,10 @@ TEST(Classes, ANativePlaceSplitsNoClassAndIsShownOnlyWhenAllAgree) {
   b.job.ranks[2].user_frame = at40;
   b.job.ranks[3].user_frame = at40;
   EXPECT_EQ(Classify(b.job).groups[0].user_frame, at40);
+  // Nor whether its main thread's stack was read (a capture that timed out
+  // on one rank under load): the trace places it in the call.
+  b.job.ranks[3].main_stack_unread = true;
+  EXPECT_EQ(Classify(b.job).groups.size(), 1u);
 }
 
 // --- what stacks say -----------------------------------------------------------------------
