@@ -168,7 +168,7 @@ def main():
     else:
         sys.exit("unknown scenario " + scenario)
     dist.destroy_process_group()
-    print("done", rank, flush=True)
+    print("done %d" % rank, flush=True)  # one write: mpirun interleaves the ranks' writes
 
 
 if __name__ == "__main__":
