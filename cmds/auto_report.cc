@@ -264,9 +264,12 @@ int AutoReportCommand(int argc, char** argv) {
   if (!room()) return kExitCouldNot;
   Dump(dir, job, run, ThroughFd(second));
 
-  // The first node here reports; the others are done.
+  // The first node here reports; the others are done. Said as "found" to
+  // the runtime that started this helper: a round another node reports is
+  // held for its gap, never given back at once as one that found no hang
+  // (a blocked rank would start another a timeout later, and again).
   const int claim = rf::Create(round, "reporter");
-  if (claim < 0) return kExitNoHang;
+  if (claim < 0) return kExitFound;
   close(claim);
   const std::string first_path = ThroughFd(first), second_path = ThroughFd(second);
   int32_t world = -1;
