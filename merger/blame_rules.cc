@@ -342,9 +342,28 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
     }
   }
   // Below MPI only when every member is in the call: a member elsewhere
-  // (absent, computing, gone) may be what it waits for.
+  // (absent, computing, gone) may be what it waits for. A member that has
+  // returned from this very collective (its count on the communicator is
+  // past it) says the call completes: in a job read mid-call, ranks still
+  // in it are on their way out.
   bool all_in = !members.empty();
-  for (int32_t r : members) all_in &= k.ranks.Contains(r);
+  RankSet returned;
+  for (int32_t r : members) {
+    all_in &= k.ranks.Contains(r);
+    const RankView& v = ctx.job.ranks[size_t(r)];
+    if (!k.ranks.Contains(r) && IsCollective(k.call) && k.call.seq && v.state != RankState::kMissing &&
+        v.Entered(k.call.comm) >= k.call.seq) {
+      returned.Add(r);
+    }
+  }
+  if (!explained && !returned.Empty()) {
+    if (ctx.found.completing.Empty()) {
+      ctx.found.completing_call = DescribeCall(ctx.job, k.call) + ", which " + returned.Named() +
+                                  (returned.Count() == 1 ? " has" : " have") + " already returned from";
+    }
+    ctx.found.completing.Merge(k.ranks);
+    return;
+  }
   if (!explained && (all_in || !init)) ctx.found.below = true;
 }
 

@@ -684,6 +684,15 @@ Deaths FindDeaths(const Job& job) {
   std::sort(killed.begin(), killed.end());
   std::sort(ended.begin(), ended.end());
   std::sort(crashed.begin(), crashed.end());
+  int64_t first_term = INT64_MAX;
+  for (const RankView& v : job.ranks) {
+    if (d.ended.Contains(v.rank)) first_term = std::min(first_term, v.end_real_ns);
+  }
+  for (const RankView& v : job.ranks) {
+    if (d.exited.Contains(v.rank) && v.exit_code != 0 && first_term != INT64_MAX && v.end_real_ns <= first_term) {
+      d.failed_first.Add(v.rank);
+    }
+  }
   if (!crashed.empty()) {
     d.first_crash = crashed.front().second;
     for (size_t i = 1; i < crashed.size(); ++i) d.crashed_after.Add(crashed[i].second);
@@ -1033,6 +1042,16 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   } else if (culprit_is_odd || (f.mismatch_hang && !f.crash)) {
     v = Verdict::kMismatch;
     blame_odd_only();
+  } else if (!ctx->deaths.failed_first.Empty() && !f.deadlock && d->mismatches.empty()) {
+    v = Verdict::kCrash;
+    ctx->culprits.clear();
+    for (int32_t r : ctx->deaths.failed_first.Ranks()) {
+      const RankView& fv = job.ranks[size_t(r)];
+      ctx->Blame(r, "exited with status " + std::to_string(fv.exit_code & 0xff) + " inside " +
+                        DescribeCall(job, fv.current) + ", before " +
+                        (ctx->deaths.ended_by.empty() ? std::string("the launcher") : ctx->deaths.ended_by) +
+                        " ended the others (an MPI error under MPI_ERRORS_ARE_FATAL, or an abort?)");
+    }
   } else if (killed_while_running && d->mismatches.empty()) {
     ctx->culprits.clear();
     v = ctx->deaths.killed.Empty() ? Verdict::kNoHang : Verdict::kCrash;
@@ -1044,6 +1063,11 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
   } else if (!d->mismatches.empty() && ctx->culprits.empty()) {
     v = Verdict::kMismatch;
     blame_odd_only();
+  } else if (ctx->culprits.empty() && !f.completing.Empty() && !f.below) {
+    v = Verdict::kUnknown;
+    d->evidence = f.completing.Named() + (f.completing.Count() == 1 ? " is" : " are") + " in " +
+                  f.completing_call + ": the call completes for them too unless something below MPI is wrong, " +
+                  "and one look cannot tell (read twice: hangtrace analyze --interval 5)";
   } else if (ctx->culprits.empty() && !f.comm_unknown.Empty()) {
     const bool one = f.comm_unknown.Count() == 1;
     v = Verdict::kUnknown;

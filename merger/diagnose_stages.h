@@ -87,6 +87,11 @@ struct Deaths {
   // killed (or ended) while it ran, not while it hung.
   bool all_while_running = false;
   int64_t last_ns = 0;       // the last death
+  // Exited with a failure status from inside a call before the launcher
+  // ended the others (SIGTERM after it): an MPI error under
+  // MPI_ERRORS_ARE_FATAL, an abort. The job crashed there, whatever the
+  // others were doing when they were ended.
+  RankSet failed_first;
 };
 Deaths FindDeaths(const Job& job);
 // "14:03:07.512": a realtime ns in local time, to the millisecond.
@@ -102,6 +107,12 @@ struct Findings {
   // Ranks in a communication call whose communicator their trace did not
   // record (its table was full): whom they wait for is unknown.
   RankSet comm_unknown;
+  // Ranks in a collective that other members have already returned from
+  // (their count of collectives on it is past it): it completes for them
+  // too unless something below MPI is wrong, and one look cannot tell
+  // which (a healthy job read mid-call).
+  RankSet completing;
+  std::string completing_call;  // the first such call, said
 };
 
 // Everything a blame rule reads and writes.

@@ -511,6 +511,51 @@ TEST(Stages, MpiInitWaitsForTheWholeJobBeforeBelowMpiIsSaid) {
   }
 }
 
+// One look at a healthy job mid-call: ranks 0,1 still in barrier #5, which
+// ranks 2,3 have already returned from. It completes for them too; nothing
+// is below MPI, and one look cannot say more.
+TEST(Stages, ACollectiveOthersReturnedFromIsCompletingNeverBelowMpi) {
+  JobBuilder b(4);
+  b.InColl(0, "MPI_Barrier", 5);
+  b.InColl(1, "MPI_Barrier", 5);
+  for (int r : {2, 3}) b.SetEntered(r, 0, 5);
+  Diagnosis d = b.Run();
+  EXPECT_FALSE(d.below) << d.summary;
+  EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+  EXPECT_TRUE(d.culprits.empty()) << d.summary;
+  EXPECT_NE(d.summary.find("have already returned from"), std::string::npos) << d.summary;
+}
+
+// Ranks 0 and 2 exit with status 53 from inside MPI_Win_create (an MPI
+// error under MPI_ERRORS_ARE_FATAL); mpirun then ends 1 and 3 with SIGTERM
+// in their fence: a crash, 0 and 2 named, never "nothing was hung".
+TEST(Stages, AFailureExitInsideACallBeforeTheLaunchersSigtermIsTheCrash) {
+  JobBuilder b(4);
+  for (int r = 0; r < 4; ++r) b.InColl(r, r % 2 ? "MPI_Win_fence" : "MPI_Win_create", 1);
+  for (RankView& v : b.job.ranks) {
+    v.path = "f";
+    if (v.rank % 2 == 0) {
+      v.ending = Ending::kExited;
+      v.ended_in_call = true;
+      v.exit_code = 53;
+      v.end_real_ns = 1000000000;
+    } else {
+      v.ending = Ending::kTerminated;
+      v.dead = true;
+      v.term_signal = 15;
+      v.term_sender = "mpirun (pid 9)";
+      v.end_real_ns = 1100000000;
+    }
+    v.current.begin_real_ns = 990000000;
+  }
+  Diagnosis d = b.Run();
+  EXPECT_EQ(d.verdict, Verdict::kCrash) << d.summary;
+  std::set<int32_t> named;
+  for (const Culprit& c : d.culprits) named.insert(c.rank);
+  EXPECT_EQ(named, (std::set<int32_t>{0, 2})) << d.summary;
+  EXPECT_EQ(d.summary.find("nothing was hung"), std::string::npos) << d.summary;
+}
+
 TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
   JobBuilder b(6);
   Job& job = b.job;
