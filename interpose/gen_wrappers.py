@@ -189,6 +189,10 @@ ROLE_CODE = [
 ]
 
 
+# The roles whose line sets the record's communicator (NewRecord's kSetsComm).
+COMM_ROLES = {role for role, code in ROLE_CODE if code.startswith("r.comm =")}
+
+
 # Kinds whose sequence number is a stream's: the communicator comes with
 # its streams' part of the key (CommForStreams, `cs`).
 STREAM_KINDS = {"send", "isend", "recv", "irecv", "sendrecv"}
@@ -200,7 +204,7 @@ def new_record(index_expr, roles):
     and the peer the wrapper's own lines set on every path (`roles`: the
     roles whose lines it emits)."""
     sets = []
-    if set(roles) & {"comm", "freecomm", "win", "file", "freewin", "freefile"}:
+    if set(roles) & COMM_ROLES:
         sets.append("kSetsComm")
     if "peer" in roles or "root" in roles:
         sets.append("kSetsPeer")

@@ -116,10 +116,13 @@ std::string ClaimText(const RankView& v) {
 // communicator and its place among those made there: "window 2 of world",
 // "file 1 of comm 0a77 of 3: 0,2,4".
 void NameWindowsAndFiles(Job* job);
+bool IsWindowOrFile(const GlobalComm& c) {
+  return c.kind == fmt::CommKind::kMpiWindow || c.kind == fmt::CommKind::kMpiFile;
+}
 void NameUnlabeledComms(Job* job) {
   for (GlobalComm& c : job->comms) {
     if (c.world || c.label != HexId(c.id)) continue;
-    if (c.kind == fmt::CommKind::kMpiWindow || c.kind == fmt::CommKind::kMpiFile) continue;
+    if (IsWindowOrFile(c)) continue;
     std::string text = "comm " + c.label.substr(c.label.size() - 4) + " of " + std::to_string(c.size);
     RankSet members;
     bool all = !c.members.empty();
@@ -146,7 +149,7 @@ void NameWindowsAndFiles(Job* job) {
   // Per communicator and kind, in the order they were made there.
   std::map<std::pair<uint64_t, fmt::CommKind>, std::vector<GlobalComm*>> made;
   for (GlobalComm& c : job->comms) {
-    if ((c.kind == fmt::CommKind::kMpiWindow || c.kind == fmt::CommKind::kMpiFile) && c.label == HexId(c.id)) {
+    if (IsWindowOrFile(c) && c.label == HexId(c.id)) {
       made[{c.parent_id, c.kind}].push_back(&c);
     }
   }

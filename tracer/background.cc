@@ -74,8 +74,8 @@ std::string DescribeCall(const TraceFile* f, const fmt::Record& r) {
 }
 
 // A process that has been in no traced call for the watchdog's timeout
-// (since its newest call ended, or, a rank that made none, since it
-// started): its threads' stacks, once per such stretch, without a word on
+// (since its newest call ended, or, a rank that ended none, since it had
+// its rank: OutsideCallsSince): its threads' stacks, once per such stretch, without a word on
 // stderr. Most often it computes; but a rank blocked in a call hangtrace
 // does not trace (DistributedDataParallel's gradient all-reduce from C++, a
 // file lock) would otherwise leave nothing for the analysis to tell it by.
@@ -204,16 +204,17 @@ uint64_t ProgramCpu() {
   return (total >= ours ? total - ours : 0) + all.waited_children + DescendantsCpu(getpid(), 1, &budget);
 }
 
-// The main thread waits in a system call that waits for something else: a
-// futex, a poll, a read, a lock. Not running, and not in a sleep.
-bool MainThreadWaits() {
+// The system call the main thread waits in, when it waits for something
+// else: a futex, a poll, a read, a lock; -1 when it runs, is in user mode,
+// or sleeps.
+long MainThreadWaitsIn() {
   const TaskState t = ReadTaskState(int(getpid()));
-  if (t.running || t.nr < 0) return false;  // running, or in user mode
-  if (t.nr == SYS_nanosleep || t.nr == SYS_clock_nanosleep) return false;
+  if (t.running || t.nr < 0) return -1;  // running, or in user mode
+  if (t.nr == SYS_nanosleep || t.nr == SYS_clock_nanosleep) return -1;
 #ifdef SYS_pause
-  if (t.nr == SYS_pause) return false;
+  if (t.nr == SYS_pause) return -1;
 #endif
-  return true;
+  return t.nr;
 }
 
 // A communication library's file, by name: MPI's (Open MPI with its
@@ -287,13 +288,14 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
   const bool capture = RuntimeConfig().stacks;
   const double hz = double(f->process->clock.ticks_hz);
   const char* since = half == InitializedTicks() ? "since it had its rank; none of its own ended yet" : "since its last ended";
-  if (still && MainThreadWaits()) {
+  const long waits_in = still ? MainThreadWaitsIn() : -1;
+  if (waits_in >= 0) {
     g_blocked.said = true;
     snprintf(g_blocked.why, sizeof(g_blocked.why),
              "in no traced call for %.1f s (%s), no CPU run in the last %.1f s (%llu clock ticks then, %llu now), "
              "its main thread waiting in system call %ld",
              double(now_ticks - half) / hz, since, double(now_ticks - g_blocked.window_start) / hz,
-             (unsigned long long)g_blocked.cpu, (unsigned long long)cpu, ReadTaskState(int(getpid())).nr);
+             (unsigned long long)g_blocked.cpu, (unsigned long long)cpu, waits_in);
     if (capture) CaptureAllStacks(fmt::StackReason::kIdle, 200);
     return true;
   }

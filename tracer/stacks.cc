@@ -234,9 +234,6 @@ void LoadBlockedUnwinder() {
 #endif
 }
 
-// What /proc/self/task/TID/syscall says of a thread: "running", or blocked
-// with its stack pointer and pc ("NR ARG1..ARG6 SP PC" in a system call,
-// "-1 SP PC" blocked outside one).
 // The pthread_t of each thread of the process (glibc_threads.h): a thread
 // read while blocked cannot tell its own, and CPython names its threads by
 // it.
