@@ -141,10 +141,13 @@ int Dump(const std::string& dir, const std::string& job, const std::string& run,
                  60, &stdout_text, &stderr_text);
 }
 
-// The ranks the node dumps of `look` hold, and the world size they name.
-RankSet Covered(const std::string& look, int32_t* world) {
+// The ranks the node dumps of `look` hold, and the world size they name;
+// `dumps`: how many node dumps it holds (each folder with its node.json).
+RankSet Covered(const std::string& look, int32_t* world, size_t* dumps = nullptr) {
   RankSet ranks;
-  for (const std::string& folder : FindNodeDumps(look)) {
+  const std::vector<std::string> folders = FindNodeDumps(look);
+  if (dumps) *dumps = folders.size();
+  for (const std::string& folder : folders) {
     NodeDump node;
     std::string error;
     if (!ReadNodeDump(folder, &node, &error)) continue;
@@ -154,6 +157,56 @@ RankSet Covered(const std::string& look, int32_t* world) {
     }
   }
   return ranks;
+}
+
+// Waits, at most `wait` seconds, until the node dumps in `look` (open as
+// `dir`) cover every rank of the world they name; the ranks they cover.
+// On a shared file system with 2,048 nodes, listing the folder and reading
+// every node.json each 200 ms is thousands of metadata operations a
+// second: a poll is one stat of the folder (its link count is 2 plus its
+// subfolders, one per node), and the folder is listed again only when it
+// holds enough nodes to cover the ranks still missing, at the ranks per
+// node seen so far (a job of like nodes: about twice, however many), or a
+// node's folder was seen without its node.json yet (half a second on).
+// At the end, a listing still short is made once more. A file system whose
+// folders do not count their subfolders (link count 1) is listed each second.
+RankSet AwaitNodes(int dir, const std::string& look, double wait, int32_t* world) {
+  auto node_folders = [&]() -> long {
+    struct stat st;
+    if (fstat(dir, &st) != 0 || st.st_nlink < 2) return -1;
+    return long(st.st_nlink) - 2;
+  };
+  size_t complete = 0;  // node dumps the last listing found whole
+  auto list = [&] { return Covered(look, world, &complete); };
+  const auto until = Clock::now() + std::chrono::duration<double>(wait);
+  long listed = node_folders();
+  RankSet covered = list();
+  auto last_listing = Clock::now();
+  auto whole = [&] { return *world > 0 && covered.Count() >= size_t(*world); };
+  while (!whole() && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto since = Clock::now() - last_listing;
+    const long now = node_folders();
+    bool due;
+    if (now < 0 || listed < 0) {
+      due = since >= std::chrono::seconds(1);
+    } else if (complete < size_t(listed)) {
+      due = since >= std::chrono::milliseconds(500);  // a node still writing its dump
+    } else {
+      long needed = listed + 1;
+      if (listed > 0 && *world > 0 && covered.Count() > 0) {
+        const double per_node = double(covered.Count()) / double(listed);
+        needed = listed + std::max(1L, long((double(*world) - double(covered.Count())) / per_node + 0.999));
+      }
+      due = now >= needed;
+    }
+    if (!due) continue;
+    listed = now;
+    covered = list();
+    last_listing = Clock::now();
+  }
+  if (!whole() && (listed < 0 || node_folders() != listed || complete < size_t(listed))) covered = list();
+  return covered;
 }
 
 // Runs the analysis with its stdout going to the new file `name` of
@@ -273,12 +326,7 @@ int AutoReportCommand(int argc, char** argv) {
   close(claim);
   const std::string first_path = ThroughFd(first), second_path = ThroughFd(second);
   int32_t world = -1;
-  RankSet covered = Covered(second_path, &world);
-  const auto until = Clock::now() + std::chrono::duration<double>(wait);
-  while ((world <= 0 || covered.Count() < size_t(world)) && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    covered = Covered(second_path, &world);
-  }
+  const RankSet covered = AwaitNodes(second, second_path, wait, &world);
   AnalysisRequest request;
   request.command = "hangtrace auto-report";
   request.paths = {second_path};
@@ -296,20 +344,20 @@ int AutoReportCommand(int argc, char** argv) {
   }
   const std::string text_path = where + "/report.txt";
   if (!room()) return kExitCouldNot;
-  // The page is written by the text's analysis (one reading of the dumps),
-  // through the round's descriptor, as every file of the round is.
+  // The page and the JSON are written by the text's analysis (one reading
+  // of the dumps: at 2,048 nodes, reading them again doubled the
+  // reporter's time), through the round's descriptor, as every file of the
+  // round is.
   request.html = ThroughFd(round) + "/report.html";
+  request.json = ThroughFd(round) + "/report.json";
   request.say_outputs = false;
   RankSet moved;
   request.progressing = &moved;
   const int status = AnalyzeInto(request, round, "report.txt");
-  request.html.clear();
   if (status < 0) {
     log.Say("hangtrace: no automatic report: cannot write " + text_path + ": " + strerror(errno));
     return kExitCouldNot;
   }
-  request.format = "json";
-  AnalyzeInto(request, round, "report.json");
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   std::string text;

@@ -222,18 +222,12 @@ void PrintSnapshot(const TraceSnapshot& s, size_t max_events, bool all_events) {
       if (st->flags & fmt::kStackFramePointerScan) how += ", its frame pointer found on the stack";
       if (st->flags & fmt::kStackMoved) how += ", which it left meanwhile: the frames may mix two instants";
     }
-    if (st && (st->flags & fmt::kStackNotSignalled)) {
-      how += ", running in the kernel or not at all while looked at: not signalled (a signal could cut its call short)";
-    }
     if (st && (st->flags & fmt::kStackInterruptedCall)) {
       how += ", signalled as it entered a system call, which returned EINTR";
     }
+    const std::string not_read = st ? WhyStackNotRead(*st) : "";
     printf("  tid %u \"%s\" (%s%s)%s%s\n", tid, st ? st->thread_name.c_str() : "", why, how.c_str(),
-           st && st->status == fmt::StackStatus::kPending  ? ": did not answer the capture signal"
-           : st && st->status == fmt::StackStatus::kBlocked ? ": blocks the capture signal (hangtrace dump reads it from outside)"
-           : st && st->status == fmt::StackStatus::kUnread  ? ": not captured (neither readable while blocked nor signalled safely)"
-                                                             : "",
-           lock.c_str());
+           not_read.empty() ? "" : (": not read: " + not_read).c_str(), lock.c_str());
     for (size_t i = 0; i < frames.size(); ++i) {
       printf("    #%-2zu %s%s\n", i, frames[i].lang == Frame::Lang::kPython ? "[py] " : "", frames[i].Text().c_str());
     }

@@ -143,7 +143,7 @@ int AnalyzeEachRun(const AnalysisRequest& r, const Job& job) {
   for (size_t i = 0; i < runs.size() && (text || i == 0); ++i) {
     AnalysisRequest one = r;
     one.run = runs[i].first;
-    if (i > 0) one.perfetto.clear(), one.dot.clear(), one.graph.clear(), one.html.clear();  // pictures of the newest only
+    if (i > 0) one.perfetto.clear(), one.dot.clear(), one.graph.clear(), one.html.clear(), one.json.clear();  // outputs of the newest only
     if (text) {
       printf("%s== run %s (%zu of %zu, %s)\n", i ? "\n" : "", runs[i].first.empty() ? "(unknown)" : runs[i].first.c_str(),
              i + 1, runs.size(), i ? "older" : "the newest");
@@ -279,14 +279,25 @@ int RunAnalysis(const AnalysisRequest& r) {
   Diagnosis d = Diagnose(job, compare ? &earlier : nullptr);
   if (r.progressing) *r.progressing = d.progressing;
   const std::string text_report = text || !r.html.empty() ? TextReport(job, d) : "";
+  auto json_text = [&] {
+    nlohmann::json j = JsonReport(job, d);
+    if (r.json_extra.is_object()) j.update(r.json_extra);
+    return JsonText(j, 2) + "\n";
+  };
   if (text) {
     fputs((ColorWanted(STDOUT_FILENO) ? Colorize(text_report) : text_report).c_str(), stdout);
   } else {
-    nlohmann::json j = JsonReport(job, d);
-    if (r.json_extra.is_object()) j.update(r.json_extra);
-    printf("%s\n", JsonText(j, 2).c_str());
+    fputs(json_text().c_str(), stdout);
   }
   int rc = ExitStatusOf(d.verdict);
+  if (!r.json.empty()) {  // from the same reading of the files
+    std::string err;
+    OutputFile file(r.json);
+    if (!(file.Open(&err) && file.Write(json_text(), &err) && file.Commit(&err))) {
+      fprintf(stderr, "%s: %s\n", cmd, err.c_str());
+      rc = kExitCouldNot;
+    }
+  }
   // A picture as DOT, or as SVG when the name ends in .svg (Graphviz).
   auto picture = [&](const std::string& path, const std::string& dot_text, const char* what) {
     std::string err;

@@ -20,6 +20,7 @@ struct AnalysisRequest {
   std::string format = "text";                // text or json
   std::string perfetto, dot, graph;           // optional outputs ("" none); .svg renders with Graphviz
   std::string html;                           // the report as one offline page ("" none)
+  std::string json;                           // the JSON report also written to this file ("" none)
   bool say_outputs = true;                    // text: a line naming each output written
   double interval = 0;                        // > 0: read twice, this far apart
   std::vector<std::string> earlier;           // an earlier look at the same job (a dump)

@@ -4,6 +4,10 @@
 // resources of the job and does not disturb its steps), waits for the nodes
 // up to a deadline, then analyzes what came back and prints the report. A
 // node that does not answer in time is named, and the others are analyzed.
+// It looks twice by default, --settle seconds apart (OUT/first, OUT/second),
+// and analyzes the second look against the first: one look at a running job
+// cannot tell a slow job from a hung one, nor call a hang before a wait is
+// long enough to show it (docs/ANALYSIS.md, "One look").
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -22,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cmds/commands.h"
@@ -54,14 +59,17 @@ int SrunDumpCommand(int argc, char** argv) {
       "The live dump of a hung SLURM job, from the login node: finds the job's nodes, runs\n"
       "`hangtrace dump` on every one in an overlapping step (srun --overlap, one task per node),\n"
       "collects the dumps in a shared folder, analyzes them and prints the report. Nodes that do\n"
-      "not answer within --node-timeout are named; the rest is analyzed.\n\n"
+      "not answer within --node-timeout are named; the rest is analyzed. It looks twice, --settle\n"
+      "seconds apart (OUT/first, OUT/second): ranks that moved between the looks are slow, not hung,\n"
+      "and ranks that did not are hung whatever their calls usually take (--looks 1: one look).\n\n"
       "examples:\n"
       "  hangtrace srun-dump 12345\n"
       "  hangtrace srun-dump 12345 --out /shared/$USER/dump-12345 --node-timeout 30\n"
       "  scripts/hangtrace-srun-dump 12345     (the same)\n",
       "hangtrace srun-dump"};
   std::string jobid, out, dir, format = "text";
-  double node_timeout = 20;
+  double node_timeout = 20, settle = 2;
+  int looks = 2;
   bool no_stacks = false;
   app.add_option("jobid", jobid, "SLURM job id")->required();
   app.add_option("-o,--out", out,
@@ -69,6 +77,9 @@ int SrunDumpCommand(int argc, char** argv) {
   app.add_option("--node-timeout", node_timeout, "seconds to wait for the nodes (default 20)")->check(Seconds());
   app.add_option("--dir", dir, "trace folder root on the nodes (default: the runtime's, $HANGTRACE_DIR)");
   app.add_flag("--no-stacks", no_stacks, "trace files and process state only: attach to nothing");
+  app.add_option("--looks", looks, "1 or 2 (default): dumps taken, --settle seconds apart")
+      ->check(CLI::Range(1, 2));
+  app.add_option("--settle", settle, "seconds between the two looks (default 2)")->check(Seconds());
   app.add_option("-f,--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
   HT_PARSE(app, argc, argv);
   const auto t0 = std::chrono::steady_clock::now();
@@ -125,65 +136,82 @@ int SrunDumpCommand(int argc, char** argv) {
   Capture({"scontrol", "show", "config"}, 30, &cfg_out, &cfg_err);
   bool gpu_gres = cfg_out.find("GresTypes") != std::string::npos &&
                   cfg_out.find("gpu", cfg_out.find("GresTypes")) < cfg_out.find('\n', cfg_out.find("GresTypes"));
-  std::vector<std::string> cmd = {"srun", "--jobid=" + jobid, "--overlap", "--ntasks-per-node=1",
-                                  "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + nodelist,
-                                  "--mpi=none", "--kill-on-bad-exit=0", "--quiet", "--export=ALL,HANGTRACE_OFF=1"};
-  if (gpu_gres) cmd.push_back("--gres=gpu:0");  // no GPU is needed, and none may be free
-  for (const std::string& a : {SelfPath(), std::string("dump"), std::string("--job"), jobid, std::string("--out"), out,
-                               std::string("--quiet")}) {
-    cmd.push_back(a);
-  }
-  if (!dir.empty()) cmd.insert(cmd.end(), {"--dir", dir});
-  if (no_stacks) cmd.push_back("--no-stacks");
-  std::string sr_out, sr_err;
-  // On a terminal, once it takes over a second: how many nodes have answered.
-  double shown_at = 0;
-  bool progress_shown = false;
-  auto progress = [&](double spent) {
-    if (!isatty(STDERR_FILENO) || spent < 1.0 || spent - shown_at < 0.5) return;
-    shown_at = spent;
-    size_t done = 0;
-    std::error_code walk_ec;
-    for (const auto& e : std::filesystem::directory_iterator(out, walk_ec)) {
-      done += std::filesystem::exists(e.path() / "node.json", walk_ec);
+  // Dumps every node into `folder`; the nodes that did not answer.
+  auto dump_into = [&](const std::string& folder) {
+    std::filesystem::create_directories(folder, ec);
+    std::vector<std::string> cmd = {"srun", "--jobid=" + jobid, "--overlap", "--ntasks-per-node=1",
+                                    "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + nodelist,
+                                    "--mpi=none", "--kill-on-bad-exit=0", "--quiet", "--export=ALL,HANGTRACE_OFF=1"};
+    if (gpu_gres) cmd.push_back("--gres=gpu:0");  // no GPU is needed, and none may be free
+    for (const std::string& a : {SelfPath(), std::string("dump"), std::string("--job"), jobid, std::string("--out"),
+                                 folder, std::string("--quiet")}) {
+      cmd.push_back(a);
     }
-    fprintf(stderr, "\rhangtrace srun-dump: %zu of %zu node(s) dumped, %.0f s of %.0f", done, nodes.size(), spent,
-            node_timeout);
-    progress_shown = true;
-  };
-  rc = Capture(cmd, node_timeout, &sr_out, &sr_err, progress);
-  if (progress_shown) fprintf(stderr, "\n");
-  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rc != 0 && !Trim(sr_err).empty()) {
-    std::string e = Trim(sr_err);
-    fprintf(stderr, "hangtrace srun-dump: srun %s:\n  %s\n",
-            rc == -2 ? "was stopped at the deadline" : ("exited with " + std::to_string(rc)).c_str(), e.c_str());
-    if (e.find("ermission") != std::string::npos || e.find("ccess denied") != std::string::npos) {
-      // Who may: the job's owner. SLURM refuses root a step in another
-      // user's job unless configured otherwise.
-      std::string owner, ignored;
-      Capture({"squeue", "-h", "-j", jobid, "-o", "%u"}, 10, &owner, &ignored);
-      owner = Trim(owner);
-      if (owner.empty()) owner = "the job's owner";
-      fprintf(stderr, "hangtrace srun-dump: SLURM refused this user a step in job %s: run it as %s%s\n", jobid.c_str(),
-              owner.c_str(),
-              geteuid() == 0 && owner != "the job's owner" ? (" (sudo -u " + owner + " hangtrace srun-dump " + jobid + ")").c_str()
-                                                             : "");
-    }
-  }
-
-  // Which nodes answered.
-  std::vector<std::string> silent;
-  for (const std::string& n : nodes) {
-    bool found = std::filesystem::exists(out + "/" + n + "/node.json");
-    if (!found) {  // a node whose hostname is longer than its SLURM name (FQDN)
-      for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
-        std::string name = e.path().filename().string();
-        if (name.rfind(n + ".", 0) == 0 && std::filesystem::exists(e.path() / "node.json")) found = true;
+    if (!dir.empty()) cmd.insert(cmd.end(), {"--dir", dir});
+    if (no_stacks) cmd.push_back("--no-stacks");
+    std::string sr_out, sr_err;
+    // On a terminal, once it takes over a second: how many nodes have answered.
+    double shown_at = 0;
+    bool progress_shown = false;
+    auto progress = [&](double spent) {
+      if (!isatty(STDERR_FILENO) || spent < 1.0 || spent - shown_at < 0.5) return;
+      shown_at = spent;
+      size_t done = 0;
+      std::error_code walk_ec;
+      for (const auto& e : std::filesystem::directory_iterator(folder, walk_ec)) {
+        done += std::filesystem::exists(e.path() / "node.json", walk_ec);
+      }
+      fprintf(stderr, "\rhangtrace srun-dump: %zu of %zu node(s) dumped, %.0f s of %.0f", done, nodes.size(), spent,
+              node_timeout);
+      progress_shown = true;
+    };
+    const int step_rc = Capture(cmd, node_timeout, &sr_out, &sr_err, progress);
+    if (progress_shown) fprintf(stderr, "\n");
+    if (step_rc != 0 && !Trim(sr_err).empty()) {
+      std::string e = Trim(sr_err);
+      fprintf(stderr, "hangtrace srun-dump: srun %s:\n  %s\n",
+              step_rc == -2 ? "was stopped at the deadline" : ("exited with " + std::to_string(step_rc)).c_str(),
+              e.c_str());
+      if (e.find("ermission") != std::string::npos || e.find("ccess denied") != std::string::npos) {
+        // Who may: the job's owner. SLURM refuses root a step in another
+        // user's job unless configured otherwise.
+        std::string owner, ignored;
+        Capture({"squeue", "-h", "-j", jobid, "-o", "%u"}, 10, &owner, &ignored);
+        owner = Trim(owner);
+        if (owner.empty()) owner = "the job's owner";
+        fprintf(stderr, "hangtrace srun-dump: SLURM refused this user a step in job %s: run it as %s%s\n",
+                jobid.c_str(), owner.c_str(),
+                geteuid() == 0 && owner != "the job's owner"
+                    ? (" (sudo -u " + owner + " hangtrace srun-dump " + jobid + ")").c_str()
+                    : "");
       }
     }
-    if (!found) silent.push_back(n);
+    // Which nodes answered.
+    std::vector<std::string> silent;
+    for (const std::string& n : nodes) {
+      bool found = std::filesystem::exists(folder + "/" + n + "/node.json");
+      if (!found) {  // a node whose hostname is longer than its SLURM name (FQDN)
+        for (const auto& e : std::filesystem::directory_iterator(folder, ec)) {
+          std::string name = e.path().filename().string();
+          if (name.rfind(n + ".", 0) == 0 && std::filesystem::exists(e.path() / "node.json")) found = true;
+        }
+      }
+      if (!found) silent.push_back(n);
+    }
+    return silent;
+  };
+  const std::string second = looks == 2 ? out + "/second" : out;
+  std::vector<std::string> silent;
+  if (looks == 2) {
+    const std::vector<std::string> first_silent = dump_into(out + "/first");
+    if (first_silent.size() == nodes.size()) {
+      fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);
+      return kExitCouldNot;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(settle));
   }
+  silent = dump_into(second);
+  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (silent.size() == nodes.size()) {
     fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);
     return kExitCouldNot;
@@ -191,7 +219,8 @@ int SrunDumpCommand(int argc, char** argv) {
 
   AnalysisRequest request;
   request.command = "hangtrace srun-dump";
-  request.paths = {out};
+  request.paths = {second};
+  if (looks == 2) request.earlier = {out + "/first"};
   request.format = format;
   if (!silent.empty()) {
     std::string names;
@@ -202,8 +231,9 @@ int SrunDumpCommand(int argc, char** argv) {
   request.json_extra = {{"dump", {{"folder", out}, {"nodes", nodes.size()}, {"silent_nodes", silent}, {"seconds", dump_s}}}};
   const int status = RunAnalysis(request);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; dump %.1f s, with analysis %.1f s; folder %s\n",
-          nodes.size() - silent.size(), nodes.size(), dump_s, total_s, out.c_str());
+  fprintf(stderr, "hangtrace srun-dump: %zu of %zu node(s) answered; %s %.1f s, with analysis %.1f s; folder %s%s\n",
+          nodes.size() - silent.size(), nodes.size(), looks == 2 ? "two dumps" : "dump", dump_s, total_s, out.c_str(),
+          looks == 2 ? " (first/, second/)" : "");
   return status;
 }
 

@@ -61,6 +61,13 @@ int hangtrace_call_begin(int call, int comm, int peer, int tag, uint64_t count, 
                          uint64_t handle);
 int hangtrace_call_end(int result, int peer, int tag);
 int hangtrace_request_end(uint64_t handle, int peer, int tag);
+/* The thread's innermost blocking call, or the posted call `handle`, was
+ * refused by the framework before it issued anything (torch raised on a
+ * bad argument): it ends failed, marked so, and gives back the sequence
+ * number it took, which the next call on its communicator takes again
+ * (the other ranks never saw it). Returns 0 when recorded, 1 when not. */
+int hangtrace_call_not_issued(void);
+int hangtrace_request_not_issued(uint64_t handle);
 
 #ifdef __cplusplus
 }

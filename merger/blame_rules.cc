@@ -10,6 +10,17 @@
 namespace hangtrace::diagnose {
 namespace {
 
+// What shows a rank stopped: its process state (T, read from /proc or the
+// dump), else its runtime's heartbeat silent while the others' beat.
+std::string WhyStopped(const RankView& v) {
+  if (v.liveness == Liveness::kStopped || v.dump_state == "T" || v.dump_state == "t") {
+    return " (process state T: SIGSTOP, or a debugger)";
+  }
+  return ": its runtime has been silent for " + std::to_string(int(v.silent_s)) +
+         " s while the others' kept beating (SIGSTOP, or wedged)";
+}
+
+
 bool InCall(const Group& g) { return g.state == RankState::kInCall; }
 
 // A call that waits for no other rank: a kernel its device never finished,
@@ -162,9 +173,7 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
         break;
       }
       case RankState::kStopped:
-        why = (v.from_stacks ? std::string("is stopped (state T when dumped, untraced)")
-                             : "is stopped: its runtime has been silent for " + std::to_string(int(v.silent_s)) +
-                                   " s while the others' kept beating (SIGSTOP, or wedged)") +
+        why = (v.from_stacks ? std::string("is stopped (state T when dumped, untraced)") : "is stopped" + WhyStopped(v)) +
               (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : std::string()) + "; " +
               ctx.NeverEntered(r);
         break;
@@ -336,8 +345,7 @@ void EveryoneEnteredBlame(BlameContext& ctx, int comp) {
       const RankView& v = ctx.job.ranks[size_t(r)];
       if (v.state != RankState::kStopped) continue;
       ctx.Blame(r, std::string("is stopped") + (v.current.valid ? " inside " + DescribeCall(ctx.job, v.current) : "") +
-                       ": its runtime has been silent for " + std::to_string(int(v.silent_s)) +
-                       " s while the others' kept beating (SIGSTOP, or wedged)");
+                       WhyStopped(v));
       explained = true;
     }
   }

@@ -960,8 +960,9 @@ std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang
              (blind.Count() == 1 ? "it is" : "they are") + " is unknown (`hangtrace dump` reads the stacks)";
     }
     return std::to_string(present) + (present == 1 ? " rank is" : " ranks are") +
-           " traced but none recorded a call: the job's communication calls are not ones hangtrace wraps here "
-           "(torch.distributed on gloo, an MPI other than the one it was built for)" +
+           " traced but none recorded a call: none has reached one yet (starting up, or waiting before its "
+           "first: a rendezvous, init_process_group, MPI_Init), or its calls are not ones hangtrace wraps here "
+           "(an MPI other than the one it was built for)" +
            (ended ? std::string(", and the job has ended: nothing says where its ranks were")
                   : std::string(", and their stacks were not captured: run `hangtrace dump` on the live job"));
   }
@@ -973,6 +974,83 @@ std::string NoHangOrWhyUnknown(const Job& job, const Diagnosis& d, bool* no_hang
          " blocked in a call hangtrace does not wrap" +
          (ended ? std::string(" (the job has ended)")
                 : std::string(": `hangtrace dump` reads their stacks; `hangtrace analyze --interval 5` looks twice"));
+}
+
+// One look at a job still running: a rank in a call has waited there
+// longer than it ever needed, or it is no evidence of a hang at all (a job
+// at work has ranks in calls at every instant, and one behind the others).
+// The evidence, per rank in a traced call: its watchdog flagged the call
+// (it waited the job's own --timeout); or, with enough history of the same
+// call on its thread, it has waited kStuckFactor times the longest of
+// those and at least kStuckFloorS. A first call of its kind has only the
+// watchdog's timeout to go by. A rank the others wait for that is stopped
+// (SIGSTOP, or wedged: its heartbeat silent) or has exited cannot come:
+// that shows it too. `stuck`: what shows it; else `why_not`: why one look
+// cannot call it a hang.
+constexpr uint32_t kUsualMinCalls = 3;
+constexpr double kStuckFactor = 10, kStuckFloorS = 2;
+struct OneLook {
+  std::string stuck, why_not;
+};
+OneLook JudgeOneLook(const Job& job, const Diagnosis& d, const BlameContext& ctx) {
+  char text[200];
+  for (const auto& [r, c] : ctx.culprits) {
+    const RankState state = job.ranks[size_t(r)].state;
+    if (state == RankState::kStopped || state == RankState::kExited) {
+      return {"rank " + std::to_string(r) + (state == RankState::kStopped ? " is stopped" : " has exited"), ""};
+    }
+  }
+  RankSet waiting, first_of_kind;
+  double waited = 0, usual = 0, timeout = 0;
+  for (const Group& g : d.groups) {
+    if (g.state != RankState::kInCall || g.basis != Basis::kTrace) continue;
+    for (int32_t r : g.ranks.Ranks()) {
+      const RankView& v = job.ranks[size_t(r)];
+      const double in_call = v.current.seconds;
+      if (v.watchdog || (v.watchdog_timeout_s > 0 && in_call >= v.watchdog_timeout_s)) {
+        snprintf(text, sizeof(text), "past the watchdog's %g s", v.watchdog_timeout_s);
+        return {text, ""};
+      }
+      const bool known = v.usual_calls >= kUsualMinCalls;
+      if (known && in_call >= std::max(kStuckFloorS, kStuckFactor * v.usual_longest_s)) {
+        snprintf(text, sizeof(text), "%.0fx the longest the same call took before on rank %d, %.2g s",
+                 in_call / std::max(v.usual_longest_s, 1e-3), r, v.usual_longest_s);
+        return {text, ""};
+      }
+      waiting.Add(r);
+      if (!known) first_of_kind.Add(r);
+      if (known) usual = std::max(usual, v.usual_longest_s);
+      waited = std::max(waited, in_call);
+      timeout = std::max(timeout, v.watchdog_timeout_s);
+    }
+  }
+  if (waiting.Empty()) return {};  // no traced wait to weigh: the stacks or the structure decide
+  snprintf(text, sizeof(text), "%s waited in calls for at most %.1f s", waiting.Count() == 1 ? " has" : " have",
+           waited);
+  std::string why = waiting.Named() + text;
+  if (first_of_kind.Count() < waiting.Count()) {
+    snprintf(text, sizeof(text),
+             ", short of what would show %s stuck (%.0fx the longest the same call took before on %s, %.2g s, and at "
+             "least %.0f s)",
+             waiting.Count() == 1 ? "it" : "them", kStuckFactor, waiting.Count() == 1 ? "it" : "them", usual,
+             kStuckFloorS);
+    why += text;
+  }
+  if (!first_of_kind.Empty()) {
+    why += std::string(first_of_kind.Count() < waiting.Count() ? "; " : ", ") +
+           (first_of_kind.Count() == waiting.Count() ? std::string(waiting.Count() == 1 ? "a call" : "calls")
+                                                     : first_of_kind.Named() + " in calls") +
+           " too new to their rings to know how long they take";
+    if (timeout > 0) {
+      snprintf(text, sizeof(text), ", and short of the watchdog's %.0f s", timeout);
+      why += text;
+    } else {
+      why += ", with no watchdog timeout set";
+    }
+  }
+  return {"", "one look at a running job: " + why +
+                  ". A job at work looks like this too (the classes below show who waits for whom): look twice, "
+                  "hangtrace analyze --interval 5, or again after the watchdog's timeout"};
 }
 
 Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
@@ -1074,8 +1152,14 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     d->evidence = f.comm_unknown.Named() + (one ? " is" : " are") + " in a communication call on a communicator " +
                   (one ? "its" : "their") + " trace did not record (the file's communicator table was full: " +
                   "see the warnings), so whom " + (one ? "it waits" : "they wait") + " for is unknown";
+  } else if (const OneLook look = d->compared || d->ended ? OneLook{} : JudgeOneLook(job, *d, *ctx);
+             !look.why_not.empty()) {
+    v = Verdict::kUnknown;
+    ctx->culprits.clear();
+    d->evidence = look.why_not;
   } else {
     v = Verdict::kHang;
+    d->stuck_because = look.stuck;
   }
   // The culprits, decided here once. Two reads: a rank that moved in
   // between is slow, never a culprit. A rank with no trace file is a
@@ -1283,7 +1367,7 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
         timeout = std::max(timeout, v.watchdog_timeout_s);
       }
     }
-    char waited[64], text[300];
+    char waited[64], text[512];
     if (most - least < 0.05) snprintf(waited, sizeof(waited), "%.1f s", most);
     else snprintf(waited, sizeof(waited), "%.1f to %.1f s", least, most);
     if (least >= 0 && out.ended) {
@@ -1300,8 +1384,9 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
       // --interval (which reads live files twice, and refuses a dump).
       const bool dumped = std::any_of(job.ranks.begin(), job.ranks.end(),
                                       [](const RankView& v) { return !v.dump_state.empty(); });
-      snprintf(text, sizeof(text), "one snapshot: the ranks in calls have waited %s; a slow job is not excluded (%s)",
-               waited,
+      const std::string because = out.stuck_because.empty() ? "" : " (" + out.stuck_because + ")";
+      snprintf(text, sizeof(text), "one snapshot: the ranks in calls have waited %s%s; a slow job is not excluded (%s)",
+               waited, because.c_str(),
                dumped ? "dump again a few seconds later and give the first with --earlier: hangtrace analyze NEW "
                         "--earlier OLD"
                       : "hangtrace analyze --interval 5 reads twice");

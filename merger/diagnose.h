@@ -86,6 +86,9 @@ struct Diagnosis {
   // With no-hang: the evidence of it; with unknown: why the evidence cannot
   // decide. Empty when the verdict came another way.
   std::string evidence;
+  // A hang from one look at a running job: what shows its ranks are stuck
+  // ("past the watchdog's 2 s", "40x the longest the same call took before").
+  std::string stuck_because;
 };
 
 // `earlier`: the same job read earlier (or null). Ranks whose sequence

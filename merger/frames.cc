@@ -142,10 +142,17 @@ FrameOwner PythonOwner(const std::string& file) {
   return lib != std::string::npos ? FrameOwner::kLibrary : FrameOwner::kUser;
 }
 
+// hangtrace's own native code: the library, and the Python hook's record
+// path (LIBDIR/hangtrace/python/_hangtrace_torch*.so), wherever they lie.
+bool IsHangtraceNative(const std::string& module) {
+  const std::string base = Basename(module);
+  return StartsWith(base, "libhangtrace") || StartsWith(base, "_hangtrace_torch");
+}
+
 FrameOwner NativeOwner(const Frame& f) {
   if (f.module.empty() || f.module[0] == '[') return FrameOwner::kLibrary;  // "[vdso]", or not read
   const std::string base = Basename(f.module);
-  if (StartsWith(base, "libhangtrace")) return FrameOwner::kHangtrace;
+  if (IsHangtraceNative(f.module)) return FrameOwner::kHangtrace;
   static const char* const kSystemFolders[] = {"/lib/",      "/lib32/",   "/lib64/",          "/usr/lib/",
                                                "/usr/lib32/", "/usr/lib64/", "/usr/libexec/",   "/usr/bin/",
                                                "/usr/sbin/", "/bin/",     "/sbin/",           "/usr/local/cuda",
@@ -182,7 +189,7 @@ FrameOwner FrameOwners::Of(const Frame& f) const {
   // A thread's start (_start, start_thread, clone3) is the C library's,
   // even where it is linked into the program.
   if (!f.IsNativeRead() || IsThreadStart(f)) return FrameOwner::kLibrary;
-  if (StartsWith(Basename(f.module), "libhangtrace")) return FrameOwner::kHangtrace;
+  if (IsHangtraceNative(f.module)) return FrameOwner::kHangtrace;
   return UnderUserPath(f.module) || (!f.file.empty() && UnderUserPath(f.file)) ? FrameOwner::kUser : NativeOwner(f);
 }
 
@@ -223,13 +230,14 @@ std::vector<Frame> MixPythonFrames(const std::vector<Frame>& native, const std::
     // the interpreter: a call through libffi, read from two registers),
     // the Python frames are outer to every native frame read: placed
     // before the thread's start frames when those were read, else after
-    // the native frames, with a frame saying what is missing between.
+    // the native frames (none, when its native stack was not read), with a
+    // frame saying what is missing between.
     std::vector<Frame> rest(python.begin() + long(next), python.end());
     size_t at = last_eval;
     if (at == SIZE_MAX) {
       at = out.size();
       while (at > 0 && IsThreadStart(out[at - 1])) --at;
-      if (at == out.size() && !out.empty()) {
+      if (at == out.size()) {  // none read at all: the same gap, innermost
         Frame gap;
         gap.func = Frame::kNativeNotRead;
         rest.insert(rest.begin(), gap);

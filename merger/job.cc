@@ -73,7 +73,10 @@ SigWindow::Entry* SigWindow::SlotOutside(uint64_t seq) {
   if (seq >= base_ && seq - base_ < dense_.size()) {
     e = &dense_[seq - base_];
   } else if (seq >= base_ && seq - base_ < limit) {
-    dense_.resize(seq - base_ + 1, {-1, CollSig{}});
+    // With headroom, as the front: a rank's records come one sequence
+    // number past the last, and growing by one each was 5% of a load.
+    dense_.resize(std::min<uint64_t>(limit, std::max<uint64_t>(seq - base_ + 1, dense_.size() * 2)),
+                  {-1, CollSig{}});
     e = &dense_[seq - base_];
   } else if (seq < base_ && base_ - seq + dense_.size() <= limit) {
     // Grow the front with headroom, so that many ranks a little behind

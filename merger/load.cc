@@ -58,18 +58,9 @@ class DumpCache {
   std::unordered_map<std::string, std::unordered_map<int32_t, NodeProcess>> dumps_;
 };
 
-// One file through the per-file stages.
-void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* shared, DumpCache* dumps,
-              Partial* out) {
-  std::string err;
-  ReadOptions opts;
-  opts.sort_events = false;
-  auto snap = ReadTraceFile(path, &err, opts);
-  if (!snap) {
-    out->warnings.push_back(err + "; skipped");
-    return;
-  }
-  const TraceSnapshot& s = *snap;
+// One file's snapshot through the per-file stages.
+void LoadSnapshot(const std::string& path, const TraceSnapshot& s, const LoadOptions& options, SharedJob* shared,
+                  DumpCache* dumps, Partial* out) {
   for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
   JobFiles& of_job = out->jobs[BoundedString(s.process.job, sizeof(s.process.job))];
   if (of_job.files++ == 0) of_job.example = path;
@@ -81,13 +72,28 @@ void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* sh
   if (options.run && run != *options.run) return;
   if (!load::IsRankFile(s, path, &out->warnings)) return;
   ++out->files;
-  out->records += s.events.size();
+  out->records += s.EventCount();
   const NodeProcess* dumped = dumps->Find(path, s.process.pid, out);
   const load::FileMaps maps = load::MapFile(s, path, s.process.rank, shared, &out->warnings);
   RankView v = load::ReadFacts(s, path, dumped);
   load::ScanRecords(s, maps, shared, &v, out);
   load::AttachStacks(s, dumped, shared, &v);
   out->ranks.push_back(std::move(v));
+}
+
+// One file: read, then its snapshot's stages.
+void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* shared, DumpCache* dumps,
+              Partial* out) {
+  std::string err;
+  ReadOptions opts;
+  opts.sort_events = false;
+  opts.events_in_place = true;  // read before this thread reads another file
+  auto snap = ReadTraceFile(path, &err, opts);
+  if (!snap) {
+    out->warnings.push_back(err + "; skipped");
+    return;
+  }
+  LoadSnapshot(path, *snap, options, shared, dumps, out);
 }
 
 // Of two processes that claim one rank, whether `a` is the rank rather than
@@ -188,6 +194,9 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   int nthreads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   nthreads = std::min<int>(nthreads, int(std::max<size_t>(files.size(), 1)));
   std::vector<Partial> parts(static_cast<size_t>(nthreads));
+  // Each worker's ranks, with room for its share: a RankView is a kilobyte,
+  // and a growing vector moved 131,072 of them around.
+  for (Partial& part : parts) part.ranks.reserve(files.size() / size_t(nthreads) + files.size() / 16 + 16);
   SharedJob shared{&job, {}};
   DumpCache dumps;
   std::atomic<size_t> next{0};
@@ -215,11 +224,16 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   job.ranks.resize(size_t(job.world_size));
   for (int32_t r = 0; r < job.world_size; ++r) job.ranks[size_t(r)].rank = r;
   std::set<std::pair<int32_t, uint64_t>> flagged;
+  // The files' warnings in the files' order (each names its file first),
+  // whichever worker read which: two reads of the same files say the same.
+  std::vector<std::string> file_warnings;
+  for (Partial& part : parts) file_warnings.insert(file_warnings.end(), part.warnings.begin(), part.warnings.end());
+  std::stable_sort(file_warnings.begin(), file_warnings.end());
+  job.warnings.insert(job.warnings.end(), file_warnings.begin(), file_warnings.end());
   for (size_t w = 0; w < parts.size(); ++w) {
     Partial& part = parts[w];
     job.files += part.files;
     job.records += part.records;
-    job.warnings.insert(job.warnings.end(), part.warnings.begin(), part.warnings.end());
     for (auto& [id, f] : part.jobs) {
       JobFiles& all = job.jobs[id];
       if (all.example.empty() || f.example < all.example) all.example = f.example;

@@ -68,6 +68,7 @@ RankView ReadFacts(const TraceSnapshot& s, const std::string& path, const NodePr
 // A file's call and communicator indexes as the job's.
 struct FileMaps {
   std::vector<uint16_t> calls;  // file call index -> Job::names
+  std::vector<uint16_t> matched_as;  // file call index -> the name its collectives match by
   std::vector<int32_t> comms;   // file comm index -> Job::comms (-1: unusable)
   std::vector<uint64_t> since;  // file comm index -> when its communicator took the slot
   // The communicator of a record (Job::comms), -1 none: a record on a

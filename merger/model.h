@@ -117,6 +117,9 @@ struct ThreadStack {
   // Blocked on a file lock: the process holding it, and the file.
   int32_t lock_holder_pid = 0;
   std::string lock_file;
+  // Why its native stack was not read, as the capture said ("" read, or
+  // not said): its Python and kernel frames may still be known.
+  std::string not_read;
 };
 
 // Thread `tid` of a process's stacks (its main thread: tid = pid), else
@@ -196,6 +199,12 @@ struct RankView {
 
   // --- the record scan ---
   CallPoint current;        // the call it is in (kInCall)
+  // How long `current`'s call (the same call on the same communicator, on
+  // the same thread) took before, as far as its ring shows: how many
+  // completed and the longest of them. What one look at a live job weighs
+  // its wait against (a slow job waits as long as it always did).
+  uint32_t usual_calls = 0;
+  double usual_longest_s = 0;
   CallPoint previous;       // the last call it returned from before that
   bool traced_call = false; // `current` came from its trace (a thread's open call)
   // With device completion: where the host thread is while `current` is

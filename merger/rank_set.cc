@@ -34,6 +34,12 @@ bool RankSet::Intersects(const RankSet& other) const {
   return false;
 }
 
+// POPCNT where the CPU has it (every x86-64 since 2008), chosen once at
+// load: libgcc's portable __popcountdi2 was 3.6% of `analyze` at 131,072
+// ranks, where sets of 2,048 words are counted.
+#if defined(__x86_64__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
 size_t RankSet::Count() const {
   size_t n = 0;
   for (uint64_t w : words_) n += size_t(__builtin_popcountll(w));

@@ -5,7 +5,9 @@
 // peer, tag), and keeps the nonblocking requests and device work that never
 // completed. The records themselves are not kept.
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "merger/load_stages.h"
 #include "merger/symbolize.h"
@@ -95,7 +97,7 @@ class TrafficTable {
 struct P2pRole {
   bool sent = false, received = false, wildcard = false, made = false;
 };
-P2pRole P2pRoleOf(const CallDesc& d, const fmt::Record& r) {
+inline __attribute__((always_inline)) P2pRole P2pRoleOf(const CallDesc& d, const fmt::Record& r) {
   P2pRole role;
   if (!(d.flags & fmt::kCallP2p) || r.peer < 0) return role;
   role.sent = r.kind == uint8_t(fmt::EventKind::kBegin) && r.seq && (d.op == fmt::Op::kSend || d.op == fmt::Op::kSendrecv);
@@ -172,6 +174,21 @@ void PlaceOnDevice(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shar
   }
 }
 
+// The name a collective call matches others by at one sequence number.
+// To torch's backend a posted collective (async_op=True, recorded as
+// "dist.all_reduce async") and a blocking one are one and the same: ranks
+// may mix them. MPI's are not: a blocking collective never matches a
+// nonblocking one (MPI 4.0, 6.12), so MPI_Iallreduce against MPI_Allreduce
+// stays a mismatch.
+std::string_view MatchedAs(const CallDesc& c) {
+  static constexpr std::string_view kPosted = " async";
+  const std::string_view name = c.name;
+  if (c.api == fmt::Api::kTorch && name.size() > kPosted.size() && name.ends_with(kPosted)) {
+    return name.substr(0, name.size() - kPosted.size());
+  }
+  return name;
+}
+
 }  // namespace
 
 FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, SharedJob* shared,
@@ -182,7 +199,12 @@ FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, 
   m.since.assign(s.comms.size(), 0);
   std::lock_guard<std::mutex> lock(shared->mu);  // one lock per file
   Job* job = shared->job;
-  for (size_t i = 0; i < s.calls.size(); ++i) m.calls[i] = job->Intern(s.calls[i].name);
+  m.matched_as.resize(s.calls.size());
+  for (size_t i = 0; i < s.calls.size(); ++i) {
+    m.calls[i] = job->Intern(s.calls[i].name);
+    const std::string_view matched = MatchedAs(s.calls[i]);
+    m.matched_as[i] = matched.size() == s.calls[i].name.size() ? m.calls[i] : job->Intern(std::string(matched));
+  }
   for (size_t i = 0; i < s.comms.size(); ++i) {
     if (!s.comm_valid[i]) continue;
     const fmt::CommEntry& e = s.comms[i].entry;
@@ -197,6 +219,43 @@ FileMaps MapFile(const TraceSnapshot& s, const std::string& path, int32_t rank, 
   job->world_size = std::max(job->world_size, std::max(s.process.world_size, rank + 1));
   return m;
 }
+
+namespace {
+// The BEGINs of framework calls refused before they were issued (their END
+// carries fmt::kRecNotIssued): no calls to match, and their sequence
+// numbers were given back (the next call has them). As (lane, index).
+// Only files that count such calls are looked through (none, as a rule).
+struct LaneIndexHash {
+  size_t operator()(const std::pair<uint32_t, uint64_t>& k) const { return std::hash<uint64_t>()(k.second * 131 + k.first); }
+};
+using RecordSet = std::unordered_set<std::pair<uint32_t, uint64_t>, LaneIndexHash>;
+RecordSet RefusedBegins(const TraceSnapshot& s) {
+  RecordSet refused;
+  if (s.header.counters.calls_not_issued == 0) return refused;
+  // The newest BEGIN of each (lane, call, handle): a refused call's END
+  // follows its BEGIN on the same lane (records of a library below may lie
+  // between), a posted one's carries the same handle.
+  struct Key {
+    uint32_t lane;
+    uint16_t call;
+    uint64_t handle;
+    bool operator==(const Key& o) const { return lane == o.lane && call == o.call && handle == o.handle; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.handle * 65599 + k.call * 131 + k.lane); }
+  };
+  std::unordered_map<Key, uint64_t, KeyHash> newest;
+  s.ForEachRecord([&](const fmt::Record& r, uint32_t lane, uint64_t index) {
+    if (r.kind == uint8_t(fmt::EventKind::kBegin)) {
+      newest[Key{lane, r.call, r.handle}] = index;
+    } else if (r.kind == uint8_t(fmt::EventKind::kEnd) && (r.flags & fmt::kRecNotIssued)) {
+      auto it = newest.find(Key{lane, r.call, r.handle});
+      if (it != newest.end()) refused.insert({lane, it->second});
+    }
+  });
+  return refused;
+}
+}  // namespace
 
 void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared, RankView* v, Partial* out) {
   const fmt::ProcessInfo& p = s.process;
@@ -259,19 +318,38 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
   std::unordered_map<uint32_t, fmt::Record> device_pending;  // track id -> DEVICE_PENDING
   uint64_t last_ticks = 0;  // the last moment the file shows the process alive
   uint64_t last_program_ticks = 0;  // its program threads' newest record
-  for (const Event& e : s.events) {
-    const fmt::Record& r = e.rec;
+  // The current call's earlier completions on its thread (RankView::usual_calls).
+  const uint16_t usual_call = in ? in->current.call : uint16_t(0xffff);
+  const uint32_t usual_lane = in ? in->slot : 0;
+  uint64_t usual_begin = 0, usual_longest = 0;
+  const RecordSet refused = RefusedBegins(s);
+  const bool any_refused = !refused.empty();
+  // Inlined: once per record, 258 M at 131,072 ranks.
+  s.ForEachRecord([&](const fmt::Record& r, uint32_t lane, uint64_t index) __attribute__((always_inline)) {
     last_ticks = std::max(last_ticks, r.ticks);
+    if (__builtin_expect(r.call == usual_call, 0) && lane == usual_lane && r.comm == in->current.comm) {
+      if (r.kind == uint8_t(fmt::EventKind::kBegin)) {
+        usual_begin = r.ticks < in->current.ticks ? r.ticks : 0;  // not the call it is in now
+      } else if (r.kind == uint8_t(fmt::EventKind::kEnd) && usual_begin && r.ticks >= usual_begin &&
+                 !(r.flags & fmt::kRecNotIssued)) {  // a refused call took no time of a real one
+        usual_longest = std::max(usual_longest, r.ticks - usual_begin);
+        ++v->usual_calls;
+        usual_begin = 0;
+      }
+    }
     const CallDesc* d = s.Call(r.call);
-    if (!d) continue;
+    if (!d) return;
     if (r.kind == uint8_t(fmt::EventKind::kBegin) || r.kind == uint8_t(fmt::EventKind::kEnd)) {
       last_program_ticks = std::max(last_program_ticks, r.ticks);
     }
     const int32_t global_comm = maps.CommOf(r);
+    if (__builtin_expect(any_refused, 0) && r.kind == uint8_t(fmt::EventKind::kBegin) && refused.count({lane, index})) {
+      return;  // refused before it was issued: nothing to match, nothing sent
+    }
     if (r.kind == uint8_t(fmt::EventKind::kBegin) && (d->flags & fmt::kCallCollective) && r.seq && global_comm >= 0) {
       // Counts of the v/w collectives differ per rank by design: not compared.
       const uint64_t count = (d->flags & fmt::kCallPerRankCounts) ? 0 : r.count;
-      CollSig sig{maps.calls[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, count};
+      CollSig sig{maps.matched_as[r.call], r.dtype, r.redop, (d->flags & fmt::kCallRooted) ? r.peer : -1, count};
       size_t comm = size_t(global_comm);
       if (out->first_sig.size() <= comm) out->first_sig.resize(comm + 1);
       SigWindow::Entry* slot = out->first_sig[comm].Slot(r.seq);
@@ -294,8 +372,9 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
       if (r.kind == uint8_t(fmt::EventKind::kBegin)) open_requests[r.handle] = r;
       if (r.kind == uint8_t(fmt::EventKind::kEnd)) open_requests.erase(r.handle);
     }
-  }
+  });
   traffic.Finish();
+  if (v->usual_calls) v->usual_longest_s = s.Seconds(0, usual_longest);
   if (last_program_ticks) v->last_record_real_ns = s.TicksToRealNs(last_program_ticks);
   // When it ended: a SIGTERM's arrival is exact, then the exit or crash
   // record; else its last sign of life.
@@ -313,6 +392,8 @@ void ScanRecords(const TraceSnapshot& s, const FileMaps& maps, SharedJob* shared
 
 namespace hangtrace::load {
 
+// (On `s.events` only: pointers into it are returned. Its callers read
+// without ReadOptions::events_in_place.)
 std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const std::vector<uint64_t>& tail_from) {
   auto old = [&](const Event& e) { return e.lane < tail_from.size() && e.index < tail_from[e.lane]; };
   // Point-to-point: the newest send and receive of each (comm, peer, tag), a

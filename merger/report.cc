@@ -274,9 +274,16 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
       if (pending.size() < 10) pending.push_back("rank " + std::to_string(v.rank) + ": " + DescribeCall(job, p));
     }
   }
-  if (!pending.empty()) out += "\nnonblocking calls never completed:\n  " + Join(pending, "\n  ") + "\n";
+  if (!pending.empty()) {
+    // Of a job still running, only "not yet": posted and not waited on when read.
+    out += std::string(d.ended ? "\nnonblocking calls never completed:\n  " : "\nnonblocking calls not completed when read:\n  ") +
+           Join(pending, "\n  ") + "\n";
+  }
   out += ChildrenText(job, d);
-  if (HasStacks(job)) out += "\nstacks, merged (ranks per frame):\n" + StackTreeText(MergeStacks(job));
+  if (HasStacks(job)) {
+    out += "\nstacks, merged (ranks per frame):\n" + StackTreeText(MergeStacks(job));
+    out += UnreadStacksText(UnreadNativeStacks(job));
+  }
   out += "\nread " + std::to_string(job.files) + " trace files, " + std::to_string(job.records) + " records\n";
   if (!job.warnings.empty()) {
     out += "\nwarnings:\n";
@@ -436,6 +443,41 @@ StackNode MergeStacks(const Job& job) {
     }
   }
   return root;
+}
+
+std::vector<UnreadStacks> UnreadNativeStacks(const Job& job) {
+  std::vector<UnreadStacks> out;
+  for (const RankView& v : job.ranks) {
+    for (const ThreadStack& t : v.stacks) {
+      if (t.not_read.empty()) continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const UnreadStacks& u) { return u.why == t.not_read; });
+      if (it == out.end()) {
+        out.push_back(UnreadStacks{t.not_read, {}, {}, 0});
+        it = out.end() - 1;
+      }
+      if (t.tid == uint32_t(v.pid)) {
+        it->main_thread.Add(v.rank);
+      } else {
+        it->other_ranks.Add(v.rank);
+        ++it->other_threads;
+      }
+    }
+  }
+  return out;
+}
+
+std::string UnreadStacksText(const std::vector<UnreadStacks>& unread) {
+  if (unread.empty()) return "";
+  std::string out = "\nnative stacks not read (shown above with their Python frames at most):\n";
+  auto ranks = [](const RankSet& r) { return (r.Count() == 1 ? "rank " : "ranks ") + r.ToString(); };
+  for (const UnreadStacks& u : unread) {
+    if (!u.main_thread.Empty()) out += "  " + ranks(u.main_thread) + ", main thread: " + u.why + "\n";
+    if (u.other_threads) {
+      out += "  " + ranks(u.other_ranks) + ", " + std::to_string(u.other_threads) +
+             (u.other_threads == 1 ? " other thread: " : " other threads: ") + u.why + "\n";
+    }
+  }
+  return out;
 }
 
 std::string StackTreeText(const StackNode& root, size_t max_lines) {

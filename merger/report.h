@@ -57,6 +57,18 @@ StackNode MergeStacks(const Job& job);
 bool HasStacks(const Job& job);
 std::string StackTreeText(const StackNode& root, size_t max_lines = 200);
 
+// Threads whose native stack the capture did not read, by reason: the
+// merged tree shows them with their Python frames at most, so the report
+// says why the rest is missing (never as if the thread were idle there).
+struct UnreadStacks {
+  std::string why;
+  RankSet main_thread;   // ranks whose main thread is one
+  RankSet other_ranks;   // ranks with other threads that are
+  size_t other_threads = 0;
+};
+std::vector<UnreadStacks> UnreadNativeStacks(const Job& job);
+std::string UnreadStacksText(const std::vector<UnreadStacks>& unread);
+
 // The pictures (wait-for graph, stack tree DOT, Perfetto): merger/pictures.h.
 
 }  // namespace hangtrace

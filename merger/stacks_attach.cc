@@ -24,6 +24,9 @@ ThreadStack FromNode(Job* job, const NodeThread& th) {
   t.syscall = th.syscall;
   t.lock_holder_pid = th.lock_holder_pid;
   t.lock_file = th.lock_file;
+  if (std::none_of(th.frames.begin(), th.frames.end(), [](const Frame& f) { return f.IsNativeRead(); })) {
+    t.not_read = th.error;
+  }
   return t;
 }
 
@@ -67,6 +70,7 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
     t.tid = c.tid;
     t.name = c.thread_name;
     t.lock_holder_pid = c.lock_holder_pid;
+    t.not_read = c.not_read;
     for (const Frame& f : c.native) t.frames.push_back(shared->job->InternFrame(f));
     for (const Frame& f : c.python) {
       t.python.push_back(shared->job->InternFrame(f));

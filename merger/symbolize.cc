@@ -138,6 +138,7 @@ std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
     t.tid = st.tid;
     t.thread_name = st.thread_name;
     t.lock_holder_pid = st.lock_holder_pid;
+    t.not_read = WhyStackNotRead(st);
     for (const fmt::StackFrame& f : st.frames) {
       Frame frame;
       if (f.symbol[0]) {  // named by an older runtime, or simulated
@@ -161,6 +162,7 @@ std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s) {
         current = out.size();
         CapturedStack python_only;
         python_only.tid = pf.tid;
+        python_only.not_read = "the capture round took no native stack of it";
         out.push_back(std::move(python_only));
       }
     }

@@ -52,6 +52,7 @@ struct CapturedStack {
   uint32_t tid = 0;
   std::string thread_name;
   int32_t lock_holder_pid = 0;
+  std::string not_read;  // why its native stack was not read (WhyStackNotRead); "" read
   std::vector<Frame> native, python;
 };
 std::vector<CapturedStack> CapturedStacks(const TraceSnapshot& s);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "tracer/procfs.h"
 
@@ -87,7 +88,40 @@ class FileExtents {
 
 }  // namespace
 
-std::string BoundedString(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+std::string BoundedBytes(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+namespace {
+// Turns, in place, a control byte or a byte that is not valid UTF-8 into
+// '?': the same length (BoundedString).
+void MakePrintable(char* text, size_t n) {
+  const auto* b = reinterpret_cast<unsigned char*>(text);
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    if (c < 0x80) {  // ASCII: its control bytes are not printed
+      if (c < 0x20 || c == 0x7f) text[i] = '?';
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte (C0, C1 and F5-FF
+    // lead nothing valid), then that many continuation bytes.
+    const size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t k = 1;
+    while (len && k < len && i + k < n && (b[i + k] & 0xc0) == 0x80) ++k;
+    if (len == 0 || k < len) {
+      text[i] = '?';  // this byte; what follows is judged on its own
+      ++i;
+      continue;
+    }
+    i += len;
+  }
+}
+}  // namespace
+
+std::string BoundedString(const char* s, size_t cap) {
+  std::string out = BoundedBytes(s, cap);
+  MakePrintable(out.data(), out.size());
+  return out;
+}
 
 Liveness ProcessLiveness(const TraceSnapshot& s) {
   static uint8_t boot[16];
@@ -154,6 +188,23 @@ std::string TraceSnapshot::CommLabel(uint16_t comm) const {
   return HexId(c->entry.id);
 }
 
+std::string WhyStackNotRead(const StackInfo& st) {
+  switch (st.status) {
+    case fmt::StackStatus::kDone:
+    case fmt::StackStatus::kTruncated: return "";
+    case fmt::StackStatus::kPending: return "it did not answer the capture signal in time";
+    case fmt::StackStatus::kBlocked: return "it blocks the capture signal (hangtrace dump reads it from outside)";
+    case fmt::StackStatus::kUnread:
+      if (st.flags & fmt::kStackNotSignalled) {
+        return "it ran in the kernel, or hardly ran at all (a busy machine), while looked at: not signalled, since a "
+               "signal could cut its system call short";
+      }
+      return "neither readable while blocked nor signalled safely";
+    case fmt::StackStatus::kEmpty: break;
+  }
+  return "its capture never started";
+}
+
 std::string HexId(uint64_t id) {
   char text[24];
   snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(id));
@@ -162,8 +213,11 @@ std::string HexId(uint64_t id) {
 
 namespace {
 
+// in_place: `data` is the reading thread's buffer, and the caller allows
+// records to stay there (ReadOptions::events_in_place).
 std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const std::string& path,
-                                       std::string* error, const ReadOptions& options, FileExtents* extents) {
+                                       std::string* error, const ReadOptions& options, FileExtents* extents,
+                                       bool in_place = false) {
   // Whether the `count` entries of `entry` bytes at `off` need a look at the
   // file's extents before they are read (never for bytes in memory).
   auto sparse = [&](uint64_t count, uint64_t entry) { return extents && extents->Charge(count * entry); };
@@ -247,9 +301,14 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
   if (!proc) return fail("no readable process section: " + (s.warnings.empty() ? "" : s.warnings.back()));
   memcpy(&s.process, proc, sizeof(s.process));
   fmt::ProcessInfo& p = s.process;
-  // Bound every string so no later code can read past a field.
+  // Bound every string so no later code can read past a field, and make it
+  // printable (BoundedString: same length, control and stray bytes '?').
   p.host[sizeof(p.host) - 1] = p.job[sizeof(p.job) - 1] = p.step[sizeof(p.step) - 1] = '\0';
   p.exe[sizeof(p.exe) - 1] = p.cmdline[sizeof(p.cmdline) - 1] = '\0';
+  p.run[sizeof(p.run) - 1] = p.term_sender[sizeof(p.term_sender) - 1] = '\0';
+  for (char* field : {p.host, p.job, p.step, p.exe, p.cmdline, p.run, p.term_sender}) {
+    MakePrintable(field, strlen(field));  // each ends in a NUL now
+  }
   {
     const auto* live = reinterpret_cast<const fmt::ProcessInfo*>(proc);
     if (!fmt::SeqRead(&live->clock, &p.clock, &live->clock.version, kSeqAttempts)) {
@@ -280,14 +339,26 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
       }
     }
     s.calls.reserve(n);
+    uint32_t nameless = 0;
     for (uint32_t i = 0; i < n; ++i) {
       fmt::CallInfo ci;
       memcpy(&ci, base + size_t(i) * h.sections[fmt::kSecCalls].entry_size, sizeof(ci));
       s.calls.push_back({BoundedString(ci.name, sizeof(ci.name)), fmt::Api(ci.api), fmt::Op(ci.op), ci.flags});
+      // Every call the runtime registers has a name: one without is
+      // damaged, and what its records would say (a collective at #n) is
+      // not believed: they stay, as calls of no kind.
+      if (s.calls.back().name.empty()) {
+        s.calls.back() = {"(a call the file does not name)", fmt::Api::kUnknown, fmt::Op::kNone, 0};
+        ++nameless;
+      }
       // Files written before kCallFinalize existed: the one call it marks.
       if (s.calls.back().api == fmt::Api::kMpi && s.calls.back().name == "MPI_Finalize") {
         s.calls.back().flags |= fmt::kCallFinalize;
       }
+    }
+    if (nameless) {
+      s.warnings.push_back("call table: " + std::to_string(nameless) + " of " + std::to_string(n) +
+                           " entries have no name (damaged): their records are read as calls of no kind");
     }
   }
 
@@ -414,6 +485,19 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
         }
       };
       if (!sparse(std::min<uint64_t>(span, lane_slots), sizeof(fmt::Record))) {
+        if (in_place) {
+          // Only the tickets are read here: a copy holds still, so what
+          // passes now passes when ForEachRecord reads the records.
+          const TraceSnapshot::LaneInPlace l{lane, lane_slots - 1, first, span, i, h.version};
+          uint64_t accepted = 0;
+          for (uint64_t idx = first; idx < first + span; ++idx) {
+            if (lane[idx & l.slot_mask].commit == fmt::TicketOfVersion(idx, h.version)) ++accepted;
+            else if (idx < t.head) ++s.events_rejected;
+          }
+          s.events_in_place += accepted;
+          s.lanes_in_place.push_back(l);
+          continue;
+        }
         s.events.reserve(s.events.size() + span);
         read(0, span);
         continue;
@@ -511,7 +595,7 @@ std::optional<TraceSnapshot> ReadTrace(const uint8_t* data, size_t size, const s
         fmt::ModuleEntry m;
         memcpy(&m, base + size_t(i) * h.sections[fmt::kSecModules].entry_size, sizeof(m));
         if (m.round != round || m.end <= m.start) continue;
-        s.modules.push_back({m.start, m.end, m.file_offset, BoundedString(m.path, sizeof(m.path))});
+        s.modules.push_back({m.start, m.end, m.file_offset, BoundedBytes(m.path, sizeof(m.path))});
       }
     }
   }
@@ -573,6 +657,36 @@ class MappingBatch {
 };
 thread_local MappingBatch t_mappings;
 
+// A small file with every byte allocated (what dumps, compaction and
+// `simulate` write: 100-200 KiB) is read whole with pread into the reading
+// thread's buffer instead: mapping 131,072 such files, even in batches,
+// cost 2.4 times as much as reading them (page tables made and torn down
+// per file; bench/README.md). A live runtime's file is mapped: it is
+// several MiB (a lane for every thread it may have), of which a reader
+// touches the lanes of the threads that ran, and a slot caught mid-write is
+// read again live. A copy that shows one is read again through a mapping.
+constexpr size_t kReadWholeMax = size_t(1) << 20;
+thread_local std::vector<uint8_t> t_read_buffer;
+
+bool ReadWhole(int fd, uint8_t* to, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = pread(fd, to + done, size - done, off_t(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+// Whether a snapshot read from a copy saw something being written.
+bool CaughtMidWrite(const TraceSnapshot& s) {
+  if (s.events_rejected > 0) return true;
+  for (const ThreadInfo& t : s.threads) {
+    if (t.unstable) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<TraceSnapshot> ReadTraceBytes(const uint8_t* data, size_t size, const std::string& path,
@@ -599,6 +713,19 @@ std::optional<TraceSnapshot> ReadTraceFile(const std::string& path, std::string*
     close(fd);
     *error = path + ": empty file (its process died before writing the header?)";
     return std::nullopt;
+  }
+  if (size <= kReadWholeMax && uint64_t(st.st_blocks) * 512 >= size) {
+    std::vector<uint8_t>& buffer = t_read_buffer;
+    if (buffer.size() < size) buffer.resize(size);
+    if (ReadWhole(fd, buffer.data(), size)) {
+      std::string copy_error;  // (a mapping's read says it again)
+      auto snap = ReadTrace(buffer.data(), size, path, &copy_error, options, nullptr, options.events_in_place);
+      if (snap && !CaughtMidWrite(*snap)) {
+        close(fd);
+        return snap;
+      }
+      // Damaged, or being written: read again live, as any other file is.
+    }
   }
   bool own = true;
   void* map = t_mappings.Map(fd, size, &own);

@@ -55,6 +55,10 @@ struct StackInfo {
   int syscall_nr = -1;          // kBlockedRead: the system call it was blocked in
   std::vector<fmt::StackFrame> frames;
 };
+// Why a thread's stack slot holds no frames, as a person reads it: "" for
+// a stack that was read (done or truncated). The one place inspect and the
+// reports take it from.
+std::string WhyStackNotRead(const StackInfo& st);
 
 // An executable mapping of the process when its stacks were captured.
 struct ModuleInfo {
@@ -88,9 +92,35 @@ struct TraceSnapshot {
   std::vector<bool> comm_valid;     // false: slot never published / unreadable
   std::vector<ThreadInfo> threads;  // slots with an owner
   std::vector<StackInfo> stacks;    // the latest capture round, plus crashes
-  std::vector<Event> events;        // every lane, ordered by time
+  std::vector<Event> events;        // every lane, ordered by time (but see lanes_in_place)
   uint64_t events_lost = 0;         // overwritten by the ring wrapping
   uint64_t events_rejected = 0;     // being written, or torn: not accepted
+  // Lanes whose records were left where they were read (ReadOptions::
+  // events_in_place): slots [first, first + span) of the lane, those whose
+  // ticket is their index accepted (already checked: a copy does not change).
+  struct LaneInPlace {
+    const fmt::Record* slots = nullptr;
+    uint64_t slot_mask = 0;
+    uint64_t first = 0, span = 0;
+    uint32_t lane = 0;
+    uint16_t version = 0;
+  };
+  std::vector<LaneInPlace> lanes_in_place;
+  uint64_t events_in_place = 0;  // records accepted in lanes_in_place
+
+  // Every record read, as visit(record, lane, index): `events`, then those
+  // left in place, lane by lane (read where they are: no copy).
+  template <class F>
+  void ForEachRecord(F&& visit) const {
+    for (const Event& e : events) visit(e.rec, e.lane, e.index);
+    for (const LaneInPlace& l : lanes_in_place) {
+      for (uint64_t idx = l.first; idx < l.first + l.span; ++idx) {
+        const fmt::Record& r = l.slots[idx & l.slot_mask];
+        if (r.commit == fmt::TicketOfVersion(idx, l.version)) visit(r, l.lane, idx);
+      }
+    }
+  }
+  uint64_t EventCount() const { return events.size() + events_in_place; }
   std::vector<std::string> names;   // interned strings (kSecNames)
   std::vector<ModuleInfo> modules;  // the module map of the capture round
   std::vector<PyFrameInfo> py_frames;  // Python frames of the capture round
@@ -129,6 +159,13 @@ struct TraceSnapshot {
 struct ReadOptions {
   bool events = true;       // false: skip the ring (fast: header, tables, stacks)
   bool sort_events = true;  // false: lane by lane, each in time order
+  // ReadTraceFile may leave a file's records where it read them (a whole
+  // small file read into the reading thread's buffer): TraceSnapshot::
+  // lanes_in_place names them, valid until the thread reads its next file,
+  // and ForEachRecord visits them with `events`, lane by lane (sort_events is
+  // then ignored). Copying them (80 bytes each, 258 M at 131,072 ranks)
+  // was the loader's largest cost.
+  bool events_in_place = false;
 };
 
 // Reads bytes of a trace file (a mapping or a copy). On failure returns
@@ -190,7 +227,14 @@ inline constexpr double kHeartbeatStaleSeconds = 5.0;
 // A communicator id as the reports print it: 16 hex digits.
 std::string HexId(uint64_t id);
 
-// Copies a string field of fixed capacity, stopping at NUL or capacity.
+// Copies a string field of fixed capacity, stopping at NUL or capacity, as
+// text to print: a control byte or a byte that is not valid UTF-8 becomes
+// '?' (a damaged or planted file must not write escape sequences to the
+// terminal of whoever reads its report). Names, labels, hosts, Python
+// frames, command lines.
 std::string BoundedString(const char* s, size_t cap);
+// The same bytes unchanged: a file's path that is opened, not only shown
+// (a module's, whose symbols name the frames).
+std::string BoundedBytes(const char* s, size_t cap);
 
 }  // namespace hangtrace

@@ -24,12 +24,22 @@ torch makes from C++ (DistributedDataParallel's gradient all-reduces) do
 not pass here; the stacks show them. Nothing here may harm the program:
 each wrapper calls the real function exactly once with the same arguments,
 and a failure of the bookkeeping is said once and the call goes untraced.
+
+The record path of each call runs in C++ (_hangtrace_torch, built beside
+this file for one Python version): a wrapper there reads the arguments at
+the positions _wrap locates here, and calls this module's functions for
+what is rare (a group seen the first time, a posted call's work). Where it
+cannot load (another Python version, not built), one line says so and the
+same calls are recorded through the Python wrappers below and ctypes, a
+few microseconds slower each; HANGTRACE_TORCH=ctypes chooses them.
 """
+import collections
 import ctypes
 import functools
 import hashlib
 import inspect
 import itertools
+import os
 import sys
 import threading
 import weakref
@@ -75,6 +85,9 @@ CALLS = (
     ("irecv", "recv", "src", "tensor"),
 )
 _POSTING = ("isend", "irecv")  # always nonblocking
+# Blocking calls that wait on no Work of torch's: a failure of theirs is
+# never read as a refusal before issuing (_end_failed).
+_NO_WORK = ("monitored_barrier",)
 _TARGET = "torch.distributed.distributed_c10d"
 # Where programs keep their groups: module -> its globals named like "_TENSOR_MODEL_PARALLEL_GROUP".
 _GROUP_MODULES = ("megatron.core.parallel_state", "megatron.mpu.initialize", "megatron.core.mpu",
@@ -82,6 +95,7 @@ _GROUP_MODULES = ("megatron.core.parallel_state", "megatron.mpu.initialize", "me
 
 _lib = None
 _begin = None  # _lib.hangtrace_call_begin, looked up once
+_ext = None    # _hangtrace_torch, the record path in C++; None: the Python wrappers and ctypes
 _compiling = None  # torch.compiler.is_compiling (2.3+): while torch.compile
                    # traces a function, the hook stands aside (no graph break)
 _c10d = None
@@ -92,6 +106,7 @@ _posted = {}     # id(Work) -> (weakref to it, handle, group, source is any): se
 _handles = itertools.count(1)
 _lock = threading.Lock()
 _warned = []
+_inits = 0       # init_process_group calls that returned: a group's id names the one it belongs to
 
 
 def _warn(what, e):
@@ -100,13 +115,9 @@ def _warn(what, e):
         sys.stderr.write("hangtrace: torch.distributed %s not traced: %s: %s\n" % (what, type(e).__name__, e))
 
 
-class _Group(object):
-    """A process group's communicator index, and its ranks by global rank."""
-    __slots__ = ("comm", "index_of")
-
-    def __init__(self, comm, members):
-        self.comm = comm
-        self.index_of = {g: i for i, g in enumerate(members)}
+# A process group's communicator index, and its ranks by global rank (a
+# tuple: _hangtrace_torch reads its items).
+_Group = collections.namedtuple("_Group", ("comm", "index_of"))
 
 
 def _load_library():
@@ -123,6 +134,11 @@ def _load_library():
     lib.hangtrace_call_begin.argtypes = [i32, i32, i32, i32, u64, i32, i32, u64]
     lib.hangtrace_call_end.argtypes = [i32, i32, i32]
     lib.hangtrace_request_end.argtypes = [u64, i32, i32]
+    try:  # a library older than the hook ends refused calls as failed ones
+        lib.hangtrace_request_not_issued.argtypes = [u64]
+        lib.hangtrace_call_not_issued.argtypes = []
+    except AttributeError:
+        pass
     return lib
 
 
@@ -173,16 +189,21 @@ def _register(pg):
     me = _c10d.get_rank()
     if me not in members:
         return None
-    text = "torch|%s|%s" % (_group_name(pg), ",".join(map(str, members)))
+    # After destroy_process_group and a new init, torch names the groups as
+    # before: the init they follow tells them apart (every rank inits as
+    # often), else the new default group's calls were matched with the old one's.
+    text = "torch|%d|%s|%s" % (_inits, _group_name(pg), ",".join(map(str, members)))
     gid = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") or 1
     arr = (ctypes.c_int32 * len(members))(*members)
-    comm = _lib.hangtrace_comm_register(gid, _label(pg, default).encode()[:47], len(members),
-                                        members.index(me), arr)
+    label = _label(pg, default)
+    if label and _inits > 1:
+        label += " (init %d)" % _inits
+    comm = _lib.hangtrace_comm_register(gid, label.encode()[:47], len(members), members.index(me), arr)
     if comm < 0:
         return None
     if pg is default:
         _lib.hangtrace_set_rank(me, len(members))
-    return _Group(comm, members)
+    return _Group(comm, {g: i for i, g in enumerate(members)})
 
 
 def _group_of(pg):
@@ -220,13 +241,16 @@ def _redop(op):
     except (KeyError, TypeError):
         pass
     value = 255
+    kinds = getattr(_c10d.ReduceOp, "RedOpType", None)  # ReduceOp.RedOpType.MAX (and reduce_op.MAX) run as MAX
     for name, code in _REDOPS:
-        try:
-            if op == getattr(_c10d.ReduceOp, name):
-                value = code
-                break
-        except Exception:
-            pass
+        for known in (_c10d.ReduceOp, kinds):
+            try:  # (comparing a RedOpType with a ReduceOp raises on some versions)
+                if known is not None and op == getattr(known, name):
+                    value = code
+            except Exception:
+                pass
+        if value != 255:
+            break
     try:
         _redop_codes[op] = value
     except TypeError:  # not hashable: looked up each time
@@ -246,8 +270,8 @@ def _wrap(fn_name, op, peer_param, data_param, real):
     def where(name):
         return names.index(name) if name and name in names else 1 << 30
 
-    group_at, async_at, peer_at, tag_at, data_at, op_at = (
-        where(n) for n in ("group", "async_op", peer_param, "tag", data_param, "op"))
+    keys = ("group", "async_op", peer_param, "tag", data_param, "op")
+    group_at, async_at, peer_at, tag_at, data_at, op_at = positions = tuple(where(n) for n in keys)
     group_default, async_default = defaults.get("group"), defaults.get("async_op", False)
     peer_default, tag_default, op_default = defaults.get(peer_param), defaults.get("tag", 0), defaults.get("op")
     p2p = op in ("send", "recv")
@@ -255,8 +279,30 @@ def _wrap(fn_name, op, peer_param, data_param, real):
     has_op, has_data = "op" in names, data_param is not None and data_param in names
     base = (_P2P if p2p else _COLLECTIVE) | (_ROOTED if rooted else 0)
     always_posting = fn_name in _POSTING
+    waits_on_work = fn_name not in _NO_WORK
     blocking_name = "dist." + fn_name.lstrip("_")
     posting_name = blocking_name + ("" if always_posting else " async")
+    if _ext is not None:
+        call = _ext.call(real, blocking_name, posting_name, op, base | _BLOCKING, base | _NONBLOCKING,
+                         always_posting, peer_param is not None, p2p, has_data, has_op, waits_on_work,
+                         positions, keys,
+                         (group_default, async_default, peer_default, tag_default, None, op_default),
+                         "group_" + peer_param if peer_param else None)
+        # A Python function in front (about 0.1 us), as torch's own is: what
+        # introspects it (inspect.isfunction, help, weakref, mock's autospec)
+        # finds a function, and torch.compile, which cannot look inside the C
+        # callable, traces through to torch's function while it compiles.
+        if _compiling is None:
+            def wrapper(*args, **kwargs):
+                return call(*args, **kwargs)
+        else:
+            def wrapper(*args, **kwargs):
+                if _compiling():
+                    return real(*args, **kwargs)
+                return call(*args, **kwargs)
+        functools.update_wrapper(wrapper, real)
+        wrapper.__hangtrace__ = True
+        return wrapper
     ids = {}  # posting -> call id
 
     def begin(args, kwargs):
@@ -290,23 +336,26 @@ def _wrap(fn_name, op, peer_param, data_param, real):
     def wrapper(*args, **kwargs):
         if getattr(_tls, "inside", False) or (_compiling is not None and _compiling()):
             return real(*args, **kwargs)
+        unrecorded = None  # why this call could not be recorded: said once the call succeeds
         try:
             rec = begin(args, kwargs)
         except Exception as e:
-            _warn("calls are", e)
-            rec = None
+            unrecorded, rec = e, None
+        waits_before = getattr(_tls, "waits", 0)
         _tls.inside = True
         try:
             ret = real(*args, **kwargs)
         except BaseException:
             if rec is not None:
-                if rec[0]:
-                    _lib.hangtrace_request_end(rec[1], -1, -1)
-                else:
-                    _lib.hangtrace_call_end(1, -1, -1)
+                # Refused before torch issued it: a posted call raises only
+                # then; a blocking one, when it waited on no work.
+                refused = rec[0] or (waits_on_work and getattr(_tls, "waits", 0) == waits_before)
+                _end_failed(rec, refused)
             raise
         finally:
             _tls.inside = False
+        if unrecorded is not None:  # (where torch rejects the call too, its error is the one to see)
+            _warn("calls are", unrecorded)
         if rec is not None:
             posting, handle, group, any_source = rec
             if not posting:
@@ -321,6 +370,21 @@ def _wrap(fn_name, op, peer_param, data_param, real):
 
     wrapper.__hangtrace__ = True
     return wrapper
+
+
+def _end_failed(rec, refused):
+    """Ends a call that raised: as refused before it was issued (it gives
+    back its sequence number: the other ranks never saw it), or as failed."""
+    posting, handle = rec[0], rec[1]
+    if refused and hasattr(_lib, "hangtrace_call_not_issued"):
+        if posting:
+            _lib.hangtrace_request_not_issued(handle)
+        else:
+            _lib.hangtrace_call_not_issued()
+    elif posting:
+        _lib.hangtrace_request_end(handle, -1, -1)
+    else:
+        _lib.hangtrace_call_end(1, -1, -1)
 
 
 def _post(work, entry):
@@ -359,7 +423,10 @@ def _end_posted(work, entry):
     source = -1
     if any_source:
         try:
-            source = group.index_of.get(int(work.source_rank()), -1)
+            # torch's own recv() asks _source_rank(); source_rank() prints a
+            # deprecation warning the untraced program never shows.
+            of = getattr(work, "_source_rank", None) or work.source_rank
+            source = group.index_of.get(int(of()), -1)
         except Exception:
             pass
     _lib.hangtrace_request_end(handle, source, -1)
@@ -375,6 +442,8 @@ def _wrap_work(work_class):
 
     @functools.wraps(real_wait)
     def wait(self, *args, **kwargs):
+        if getattr(_tls, "inside", False):  # torch waits inside a wrapped call: it issued it
+            _tls.waits = getattr(_tls, "waits", 0) + 1
         entry = _take(self)
         if entry is None:
             return real_wait(self, *args, **kwargs)
@@ -392,6 +461,8 @@ def _wrap_work(work_class):
         _end_posted(self, entry)
         return ret
 
+    if _ext is not None:  # while nothing is posted (every blocking call), the real wait at once
+        wait = functools.update_wrapper(_ext.method(real_wait, wait), real_wait)
     work_class.wait = wait
     if real_is_completed is not None:
         @functools.wraps(real_is_completed)
@@ -430,6 +501,8 @@ def _wrap_destroy(real):
                     g = _groups.pop(pg, None)
                     if g is not None:
                         _lib.hangtrace_comm_free(g.comm)
+                if _ext is not None:
+                    _ext.forget_default_group()
         except Exception as e:
             _warn("groups are", e)
         return real(group, *args, **kwargs)
@@ -446,7 +519,9 @@ def _wrap_init(real):
     one still in the rendezvous does not."""
     @functools.wraps(real)
     def init_process_group(*args, **kwargs):
+        global _inits
         result = real(*args, **kwargs)
+        _inits += 1
         try:
             _group_of(None)
         except Exception as e:
@@ -460,7 +535,7 @@ def _wrap_init(real):
 def patch(module):
     """Wraps the calls of torch.distributed.distributed_c10d, before
     torch.distributed re-exports them."""
-    global _c10d, _compiling
+    global _c10d, _compiling, _ext
     _c10d = module
     import torch
     _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -468,6 +543,7 @@ def patch(module):
         dtype = getattr(torch, name, None)
         if dtype is not None:
             _dtype_codes[dtype] = code
+    _ext = _load_extension()
     for fn_name, op, peer_param, data_param in CALLS:
         real = getattr(module, fn_name, None)
         if real is None or getattr(real, "__hangtrace__", False):
@@ -482,6 +558,33 @@ def patch(module):
     work = getattr(module, "Work", None)
     if work is not None and not getattr(work.wait, "__wrapped__", None):
         _wrap_work(work)
+
+
+def _load_extension():
+    """_hangtrace_torch, armed; None where it cannot load, said in one line
+    (the calls are then recorded through ctypes). It is loaded by its path:
+    sitecustomize took this folder off sys.path."""
+    if os.environ.get("HANGTRACE_TORCH") == "ctypes":
+        return None
+    import importlib.machinery
+    import importlib.util
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        paths = [os.path.join(here, "_hangtrace_torch" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+        path = next((p for p in paths if os.path.exists(p)), None)
+        if path is None:
+            raise ImportError("none built for Python %d.%d in %s" % (sys.version_info[:2] + (here,)))
+        loader = importlib.machinery.ExtensionFileLoader("_hangtrace_torch", path)
+        ext = importlib.util.module_from_spec(importlib.util.spec_from_file_location("_hangtrace_torch", path,
+                                                                                      loader=loader))
+        loader.exec_module(ext)
+        ext.setup(_groups, _group_of, _dtype_codes, _redop_codes, _redop, _call_id, _post, _posted, _warn,
+                  getattr(_c10d.GroupMember, "NON_GROUP_MEMBER", object()))
+        return ext
+    except Exception as e:
+        sys.stderr.write("hangtrace: torch.distributed calls are recorded through ctypes, a few microseconds "
+                         "slower each: _hangtrace_torch did not load: %s: %s\n" % (type(e).__name__, e))
+        return None
 
 
 class _Loader(object):

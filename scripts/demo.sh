@@ -59,13 +59,16 @@ sed 's/^/   /' "$dir/truth.json"
 
 step "7. the same hang in Python: tests/python/seed_hang.py (mpi4py) on 4 ranks; rank 3 skips its broadcast"
 pycmd=(mpirun -np 4 --oversubscribe build/bin/hangtrace run --dir "$dir" --job pydemo --timeout 0 --
-       python3 -u tests/python/seed_hang.py --hang-rank 3 --hang-step 2 --steps 50)
+       python3 -u tests/python/seed_hang.py --hang-rank 3 --hang-step 4 --steps 50)
 echo "   ${pycmd[*]}"
 setsid "${pycmd[@]}" > "$dir/py.log" 2>&1 &
 job=$!
 trap teardown EXIT
 for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/py.log" && break; sleep 0.1; done
-sleep 1
+# Hung at step 4, for 3 s: with no watchdog, one look calls it a hang once
+# the ranks have waited 10x the longest of their earlier all-reduces (at
+# least 3 of them), and at least 2 s (docs/ANALYSIS.md, "One look").
+sleep 3
 build/bin/hangtrace dump --dir "$dir" --job pydemo --out "$dir/pydump" 2>&1 | sed 's/^/   /'
 analyze "$dir/pydump" | sed -n '1,/^stacks, merged/p' | sed 's/^/   /'
 analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/^/   /'

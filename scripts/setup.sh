@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev           # reports, command line
   libgtest-dev libbenchmark-dev             # tests, bench/
   python3-minimal                           # generates the wrappers from interpose/*.spec
+  libpython3-dev                            # the torch hook's record path in C++ (python/_hangtrace_torch.cc)
   python3-mpi4py                            # the Python (mpi4py) jobs of the tests
   python3-torch                             # torch.distributed (gloo) jobs of the tests
   python3-h5py-mpi                          # h5py with the mpio driver (MPI-IO) jobs of the tests

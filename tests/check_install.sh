@@ -21,6 +21,11 @@ case "$out" in "$prefix"/*libhangtrace.so) ;; *) fail "run preloads '$out', not 
 out=$(HANGTRACE_DIR=$work/traces "$prefix/bin/hangtrace" run sh -c 'echo "$PYTHONPATH"')
 [ -f "${out%%:*}/sitecustomize.py" ] && [ -f "${out%%:*}/hangtrace_torch.py" ] && case "$out" in "$prefix"/*) ;; *) false;; esac ||
   fail "run's PYTHONPATH is '$out', not the installed hook"
+# ... with its record path in C++ where the build has one, loadable there.
+if ls "$build"/lib/hangtrace/python/_hangtrace_torch*.so > /dev/null 2>&1; then
+  /usr/bin/python3 -c "import sys; sys.path.insert(0, '${out%%:*}'); import _hangtrace_torch" ||
+    fail "the installed hook has no loadable _hangtrace_torch"
+fi
 cat > "$work/annotate.c" <<'C'
 #include <hangtrace.h>
 #include <stdio.h>

@@ -49,17 +49,20 @@ struct JobBuilder {
     c.peer = peer;
     return c;
   }
-  // Rank r is in collective `name` #seq on world (and entered it).
+  // Rank r is in collective `name` #seq on world (and entered it), flagged
+  // by its watchdog (it waited the job's timeout: a hang at one look).
   void InColl(int32_t r, const std::string& name, uint64_t seq) {
     RankView& v = job.ranks[size_t(r)];
     v.state = RankState::kInCall;
     v.current = Call(name, fmt::Op::kAllreduce, fmt::kCallCollective | fmt::kCallBlocking, 0, seq);
+    v.watchdog = true;
     SetEntered(r, 0, seq);
   }
   void InRecv(int32_t r, int32_t from) {
     RankView& v = job.ranks[size_t(r)];
     v.state = RankState::kInCall;
     v.current = Call("MPI_Recv", fmt::Op::kRecv, fmt::kCallP2p | fmt::kCallBlocking, 0, 1, from);
+    v.watchdog = true;
   }
   void SetEntered(int32_t r, int32_t comm, uint64_t n) {
     for (auto& [c, k] : job.ranks[size_t(r)].entered) {
@@ -168,6 +171,69 @@ std::string RuleFor(Job& job, int32_t rank_in_component) {
     if (kBlameRules[r].applies(ctx, comp)) return kBlameRules[r].name;
   }
   return "";
+}
+
+// One look at a job still running: a rank in a call is evidence of a hang
+// only past its watchdog's timeout, or long past what the same call took
+// before, or beside a rank that cannot come (stopped, exited).
+TEST(Stages, OneLookCallsAHangOnlyWhenAWaitIsLongerThanTheCallEverNeeded) {
+  auto job = [](double waited, uint32_t usual_calls, double usual_s) {
+    JobBuilder b(3);  // 0, 1 in #2; 2 computes
+    for (int32_t r : {0, 1}) {
+      b.InColl(r, "MPI_Allreduce", 2);
+      RankView& v = b.job.ranks[size_t(r)];
+      v.watchdog = false;
+      v.watchdog_timeout_s = 120;
+      v.current.seconds = waited;
+      v.usual_calls = usual_calls;
+      v.usual_longest_s = usual_s;
+    }
+    b.SetEntered(2, 0, 1);
+    return b;
+  };
+  {
+    Diagnosis d = job(0.0, 1000, 0.001).Run();  // between two fast calls
+    EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+    EXPECT_TRUE(d.culprits.empty()) << d.summary;
+    EXPECT_NE(d.evidence.find("one look at a running job: ranks 0-1 have waited in calls for at most 0.0 s"),
+              std::string::npos)
+        << d.evidence;
+  }
+  EXPECT_EQ(job(1.5, 1000, 0.001).Run().verdict, Verdict::kUnknown) << "under the 2 s floor";
+  EXPECT_EQ(job(3.0, 1000, 0.5).Run().verdict, Verdict::kUnknown) << "under 10x the longest before";
+  {
+    Diagnosis d = job(6.0, 1000, 0.5).Run();
+    EXPECT_EQ(d.verdict, Verdict::kHang) << d.summary;
+    EXPECT_EQ(d.stuck_because, "12x the longest the same call took before on rank 0, 0.5 s");
+  }
+  {
+    Diagnosis d = job(60.0, 2, 0.001).Run();  // two earlier calls: too few to know
+    EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+    EXPECT_NE(d.evidence.find("too new to their rings"), std::string::npos) << d.evidence;
+    EXPECT_NE(d.evidence.find("short of the watchdog's 120 s"), std::string::npos) << d.evidence;
+  }
+  EXPECT_EQ(job(120.0, 0, 0).Run().verdict, Verdict::kHang) << "the watchdog's timeout waited";
+  {
+    JobBuilder b = job(0.5, 0, 0);
+    b.job.ranks[0].watchdog = true;
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kHang) << "flagged by its watchdog";
+    EXPECT_EQ(d.stuck_because, "past the watchdog's 120 s");
+  }
+  for (RankState cannot_come : {RankState::kStopped, RankState::kExited}) {
+    JobBuilder b = job(0.5, 0, 0);
+    b.job.ranks[2].state = cannot_come;
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kHang) << RankStateName(cannot_come) << ": " << d.summary;
+    ASSERT_EQ(d.culprits.size(), 1u) << d.summary;
+    EXPECT_EQ(d.culprits[0].rank, 2);
+    EXPECT_EQ(d.stuck_because, cannot_come == RankState::kStopped ? "rank 2 is stopped" : "rank 2 has exited");
+  }
+  {
+    // Two looks: progress decides, not how long.
+    JobBuilder earlier = job(0.0, 1000, 0.001), later = job(0.1, 1000, 0.001);
+    EXPECT_EQ(Diagnose(later.job, &earlier.job).verdict, Verdict::kHang);
+  }
 }
 
 TEST(Stages, EachRuleTakesItsCase) {
@@ -612,6 +678,7 @@ TEST(RankState, ACleanExitThatLeftAHelperThreadInACallIsAnExit) {
   for (int r = 0; r < 2; ++r) {
     b.job.ranks[size_t(r)].call_tid = 9000 + uint32_t(r);
     b.job.ranks[size_t(r)].ending = Ending::kExited;
+    b.job.ranks[size_t(r)].watchdog = false;
   }
   load::DecideRankStates(&b.job);
   EXPECT_EQ(b.job.ranks[0].state, RankState::kExited);

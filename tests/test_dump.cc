@@ -251,7 +251,10 @@ TEST(Dump, StacksFromTheDumpReachTheMergedTree) {
   Parked p(dir, 3);
   Dump(dir, out.path());
   ProgramResult r = RunProgram({HT_CLI, "analyze", out.path()}, {}, 30);
-  ASSERT_EQ(r.exit_code, 3) << "parked in a call: a hang found; " << r.err;
+  // Parked in a call for a moment, which no earlier call of its kind says
+  // is long, beside a watchdog of 120 s: one look cannot call it a hang.
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("UNKNOWN: one look at a running job"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parked_thread"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("stuck_in_here"), std::string::npos) << r.out;
 }

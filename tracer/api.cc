@@ -89,9 +89,15 @@ __attribute__((visibility("default"))) int hangtrace_capture_stacks(void) {
 
 namespace {
 constexpr int kMaxFrameworkDepth = 8;
-thread_local fmt::Record t_framework[kMaxFrameworkDepth];
-thread_local bool t_framework_recorded[kMaxFrameworkDepth];
-thread_local int t_framework_depth = 0;
+// The thread's open framework calls, innermost last: one initial-exec TLS
+// block, as t_thread (three general-dynamic ones cost six __tls_get_addr
+// calls per torch call).
+struct FrameworkCalls {
+  fmt::Record open[kMaxFrameworkDepth];
+  bool recorded[kMaxFrameworkDepth];
+  int depth;
+};
+constinit thread_local FrameworkCalls t_framework __attribute__((tls_model("initial-exec"))) = {};
 
 // Posted nonblocking calls (isend/irecv/async_op=True) until their work
 // ends: a handful at a time, written at Python's pace, so a lock is fine.
@@ -99,9 +105,25 @@ std::mutex g_posted_mu;
 std::unordered_map<uint64_t, fmt::Record>* g_posted = nullptr;
 
 // A framework call's BEGIN as the thread's current call (without the
-// re-entrancy guard), and its END: the protocol of CallBegin/CallEnd.
-bool FrameworkBegin(fmt::Record& r) { return CallBeginSlow(t_thread, r); }
-bool FrameworkEnd(fmt::Record& r, int32_t result) { return CallEndSlow(t_thread, r, result); }
+// re-entrancy guard), and its END: the protocol of CallBegin/CallEnd, on
+// its short way where the thread's is (ThreadState::fast_generation: the
+// slot attached in this process, the TSC the clock).
+bool FrameworkBegin(fmt::Record& r) {
+  ThreadState& t = t_thread;
+  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
+    PublishBegin(t, t.slot, r, TscTicks());
+    return true;
+  }
+  return CallBeginSlow(t, r);
+}
+bool FrameworkEnd(fmt::Record& r, int32_t result) {
+  ThreadState& t = t_thread;
+  if (__builtin_expect(t.fast_generation == __atomic_load_n(&g_generation, __ATOMIC_RELAXED), 1)) {
+    PublishEnd(t, t.slot, r, result, TscTicks());
+    return true;
+  }
+  return CallEndSlow(t, r, result);
+}
 
 // A receive from any source learns its source when it ends: its
 // point-to-point sequence number is counted then (as ResolveReceive does).
@@ -161,7 +183,8 @@ __attribute__((visibility("default"))) int hangtrace_call_begin(int call, int co
   if (call < 0 || !g_trace || uint32_t(call) >= g_trace->header->counters.call_count) return -1;
   const uint8_t flags = g_trace->calls[call].flags;
   const bool nonblocking = flags & fmt::kCallNonblocking;
-  if (nonblocking ? !handle : t_framework_depth >= kMaxFrameworkDepth) return -1;
+  FrameworkCalls& open = t_framework;
+  if (nonblocking ? !handle : open.depth >= kMaxFrameworkDepth) return -1;
   fmt::Record r = NewRecord(uint16_t(call));
   r.comm = comm >= 0 ? uint16_t(comm) : fmt::kNoComm;
   r.peer = peer;
@@ -184,37 +207,79 @@ __attribute__((visibility("default"))) int hangtrace_call_begin(int call, int co
     return 0;
   }
   const bool recorded = FrameworkBegin(r);
-  t_framework[t_framework_depth] = r;
-  t_framework_recorded[t_framework_depth] = recorded;
-  ++t_framework_depth;
+  open.open[open.depth] = r;
+  open.recorded[open.depth] = recorded;
+  ++open.depth;
   return recorded ? 0 : 1;
 }
 
 // Leaves the thread's innermost blocking call; `peer`/`tag` resolve a
 // receive from any source (-1 when unknown).
 __attribute__((visibility("default"))) int hangtrace_call_end(int result, int peer, int tag) {
-  if (t_framework_depth == 0) return -1;
-  --t_framework_depth;
-  fmt::Record& r = t_framework[t_framework_depth];
-  if (!t_framework_recorded[t_framework_depth]) return 1;
+  FrameworkCalls& open = t_framework;
+  if (open.depth == 0) return -1;
+  --open.depth;
+  fmt::Record& r = open.open[open.depth];
+  if (!open.recorded[open.depth]) return 1;
   Resolve(r, peer, tag);
   return FrameworkEnd(r, result) ? 0 : 1;
 }
 
+namespace {
+// The posted call `handle`, taken from the calls still posted; false when
+// it is not one of them.
+bool TakePosted(uint64_t handle, fmt::Record* r) {
+  std::lock_guard<std::mutex> lock(g_posted_mu);
+  if (!g_posted) return false;
+  auto it = g_posted->find(handle);
+  if (it == g_posted->end()) return false;
+  *r = it->second;
+  g_posted->erase(it);
+  return true;
+}
+}  // namespace
+
 // The posted call `handle` ended (its work was waited on, or completed).
 __attribute__((visibility("default"))) int hangtrace_request_end(uint64_t handle, int peer, int tag) {
   fmt::Record r;
-  {
-    std::lock_guard<std::mutex> lock(g_posted_mu);
-    if (!g_posted) return 1;
-    auto it = g_posted->find(handle);
-    if (it == g_posted->end()) return 1;
-    r = it->second;
-    g_posted->erase(it);
-  }
+  if (!TakePosted(handle, &r)) return 1;
   Resolve(r, peer, tag);
   r.tid = 0;  // the thread that ends it (as MPI's Retire)
   r.result = 0;
+  return RecordEvent(r, fmt::EventKind::kEnd) ? 0 : 1;
+}
+
+// A framework call refused before it was issued: it gives back its
+// sequence number and ends marked (fmt::kRecNotIssued).
+namespace {
+void GiveBack(const fmt::Record& r) {
+  const uint8_t flags = g_trace->calls[r.call].flags;
+  if (flags & fmt::kCallCollective) {
+    GiveBackCollSeq(r.comm, r.seq);
+  } else if ((flags & fmt::kCallP2p) && r.peer >= 0 && !(r.flags & fmt::kRecAnyPeer)) {
+    GiveBackP2pSeq(r.comm, r.peer, r.tag, fmt::Op(g_trace->calls[r.call].op) == fmt::Op::kSend, r.seq);
+  }
+  __atomic_fetch_add(&g_trace->header->counters.calls_not_issued, 1, __ATOMIC_RELAXED);
+}
+}  // namespace
+
+__attribute__((visibility("default"))) int hangtrace_call_not_issued(void) {
+  FrameworkCalls& open = t_framework;
+  if (open.depth == 0) return -1;
+  --open.depth;
+  fmt::Record& r = open.open[open.depth];
+  if (!open.recorded[open.depth]) return 1;
+  GiveBack(r);
+  r.flags |= fmt::kRecNotIssued;
+  return FrameworkEnd(r, 1) ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) int hangtrace_request_not_issued(uint64_t handle) {
+  fmt::Record r;
+  if (!TakePosted(handle, &r)) return 1;
+  GiveBack(r);
+  r.flags |= fmt::kRecNotIssued;
+  r.result = 1;
   return RecordEvent(r, fmt::EventKind::kEnd) ? 0 : 1;
 }
 

@@ -155,10 +155,35 @@ BlockedProbe g_blocked;
 // follows, in the same stretch, must still get its round).
 bool g_blocked_rearm = false;
 
+// Whether a thread of `pid` (this process: 0, hangtrace's own apart) is
+// runnable (R): it waits only for a CPU, and on a busy machine may have
+// had none for a while, at work all along. (Not a thread in an
+// uninterruptible wait, D: a file system that never answers is a hang.)
+bool AnyThreadAtWork(pid_t pid) {
+  char dir_path[64];
+  if (pid) snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", int(pid));
+  else snprintf(dir_path, sizeof(dir_path), "/proc/self/task");
+  DIR* tasks = opendir(dir_path);
+  if (!tasks) return false;
+  bool at_work = false;
+  while (struct dirent* e = readdir(tasks)) {
+    const int tid = atoi(e->d_name);
+    if (tid <= 0 || (!pid && IsTracerThread(tid))) continue;
+    ThreadCpu t;
+    if (ReadThreadCpu(pid, tid, &t) && t.state == 'R') {
+      at_work = true;
+      break;
+    }
+  }
+  closedir(tasks);
+  return at_work;
+}
+
 // CPU run by the live descendants of `pid` (each thread's children, read
 // from /proc/PID/task/TID/children, 3 levels down, 64 processes at most),
-// with what their own waited-for children ran.
-uint64_t DescendantsCpu(pid_t pid, int depth, int* budget) {
+// with what their own waited-for children ran; `at_work` (when given) set
+// when a thread of one is runnable (AnyThreadAtWork).
+uint64_t DescendantsCpu(pid_t pid, int depth, int* budget, bool* at_work) {
   uint64_t cpu = 0;
   char dir_path[64];
   snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", int(pid));
@@ -178,7 +203,8 @@ uint64_t DescendantsCpu(pid_t pid, int depth, int* budget) {
       if (child <= 0 || !ReadThreadCpu(pid_t(child), 0, &c)) continue;
       --*budget;
       cpu += c.user + c.kernel + c.waited_children;
-      if (depth < 3) cpu += DescendantsCpu(pid_t(child), depth + 1, budget);
+      if (at_work && !*at_work) *at_work = AnyThreadAtWork(pid_t(child));
+      if (depth < 3) cpu += DescendantsCpu(pid_t(child), depth + 1, budget, at_work);
     }
   }
   closedir(tasks);
@@ -189,8 +215,10 @@ uint64_t DescendantsCpu(pid_t pid, int depth, int* budget) {
 // and its child processes, live (a DataLoader's workers, a subprocess it
 // waits for, a shell's child: its work, done elsewhere) or ended and waited
 // for (so that the sum never falls when one ends); UINT64_MAX when /proc
-// cannot say.
-uint64_t ProgramCpu() {
+// cannot say. `at_work` (optional): whether a thread of the process or of
+// its live descendants is runnable (AnyThreadAtWork).
+uint64_t ProgramCpu(bool* at_work = nullptr) {
+  if (at_work) *at_work = AnyThreadAtWork(0);
   ThreadCpu all;
   if (!ReadThreadCpu(0, 0, &all)) return UINT64_MAX;
   uint64_t ours = 0;
@@ -201,7 +229,7 @@ uint64_t ProgramCpu() {
   }
   const uint64_t total = all.user + all.kernel;
   int budget = 64;
-  return (total >= ours ? total - ours : 0) + all.waited_children + DescendantsCpu(getpid(), 1, &budget);
+  return (total >= ours ? total - ours : 0) + all.waited_children + DescendantsCpu(getpid(), 1, &budget, at_work);
 }
 
 // The system call the main thread waits in, when it waits for something
@@ -282,9 +310,12 @@ bool BlockedOutsideCalls(TraceFile* f, uint64_t newest, uint64_t now_ticks, uint
   if (g_blocked.said || now_ticks - g_blocked.armed_at < limit || now_ticks - g_blocked.window_start < limit / 2) {
     return false;
   }
-  const uint64_t cpu = ProgramCpu();
+  bool at_work = false;
+  const uint64_t cpu = ProgramCpu(&at_work);
   // One clock tick (10 ms) of slack: the kernel's accounting, a signal.
-  const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1;
+  // No CPU is not enough on a busy machine: a subprocess waiting for its
+  // turn on a CPU ran none for a second, and is at work.
+  const bool still = cpu != UINT64_MAX && g_blocked.cpu != UINT64_MAX && cpu <= g_blocked.cpu + 1 && !at_work;
   const bool capture = RuntimeConfig().stacks;
   const double hz = double(f->process->clock.ticks_hz);
   const char* since = half == InitializedTicks() ? "since it had its rank; none of its own ended yet" : "since its last ended";

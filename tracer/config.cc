@@ -62,6 +62,14 @@ bool FlagSetting::Parse(const char* v, Type* out) {
   return false;
 }
 
+bool TorchSetting::Parse(const char* v, Type* out) {
+  if (!strcmp(v, "ctypes")) {
+    *out = true;
+    return true;
+  }
+  return FlagSetting::Parse(v, out);
+}
+
 bool SecondsSetting::Parse(const char* v, Type* out) {
   char* end = nullptr;
   errno = 0;

@@ -23,6 +23,11 @@ struct FlagSetting {     // 0/1, true/false, yes/no, on/off
   static bool Parse(const char* text, Type* out);
   static constexpr const char* kWant = "0 or 1";
 };
+struct TorchSetting {    // a flag, or "ctypes": the hook on, recording through ctypes (python/hangtrace_torch.py)
+  using Type = bool;
+  static bool Parse(const char* text, Type* out);
+  static constexpr const char* kWant = "0, 1 or ctypes";
+};
 struct SecondsSetting {  // a number of seconds >= 0
   using Type = double;
   static bool Parse(const char* text, Type* out);
@@ -88,10 +93,12 @@ struct JobSetting {      // a job id, made safe as a folder name; empty: the lau
     "1: with the native stacks, capture every thread's Python frames by "     \
     "CPython's own dumper (the running threads wait in the stack signal's "  \
     "handler meanwhile, at most 1 s). 0: native stacks only.")                \
-  X(torch, "HANGTRACE_TORCH", FlagSetting, "1",                                \
+  X(torch, "HANGTRACE_TORCH", TorchSetting, "1",                               \
     "1: `hangtrace run` puts its Python hook first on PYTHONPATH (the "        \
     "program's own sitecustomize still runs), and torch.distributed's calls " \
-    "are recorded like MPI's, on any backend. 0: not.")                       \
+    "are recorded like MPI's, on any backend. ctypes: the same, through the " \
+    "hook's ctypes fallback rather than its C++ record path (slower; to "     \
+    "compare). 0: not.")                                                      \
   X(keep, "HANGTRACE_KEEP", FlagSetting, "0",                                  \
     "1: give every process its trace file from the start and keep it. 0: a "  \
     "file appears at the first traced call (at start for a launcher's rank), "\

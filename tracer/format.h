@@ -163,6 +163,9 @@ enum RecordFlags : uint8_t {
   kRecError = 1u << 4,       // result is an error code of the API
   kRecPtsz = 1u << 5,        // a per-thread-default-stream variant (_ptsz,
                              // _spt): a null `handle` is the thread's stream
+  kRecNotIssued = 1u << 6,   // END of a framework call refused before it was
+                             // issued (hangtrace_call_not_issued): its BEGIN
+                             // took no sequence number (the next call has it)
 };
 
 // API-neutral datatypes. kOther: a derived or unknown type.
@@ -361,7 +364,9 @@ struct Counters {
   // Communicators not recorded because the table was full and none of its
   // communicators had been freed (calls on them carry no communicator).
   uint32_t comms_refused;
-  uint32_t reserved2;
+  // Framework calls ended kRecNotIssued: a reader sets their BEGINs apart
+  // before matching calls (zero: none, the common case; and older files).
+  uint32_t calls_not_issued;
 };
 static_assert(sizeof(Counters) == 72);
 

@@ -80,6 +80,7 @@ bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out) {
   const char* p = strrchr(buf, ')');  // comm may contain spaces and ')'
   if (!p || p[1] != ' ') return false;
   p += 2;  // field 3
+  out->state = *p;
   for (int field = 3; *p && field < 14; ++p) {
     if (*p == ' ') ++field;
   }

@@ -61,6 +61,7 @@ struct ThreadCpu {
   // Fields 16 and 17: what its children that were waited for ran (the
   // process's, also in a thread's file).
   uint64_t waited_children = 0;
+  char state = '?';  // field 3: R running or runnable, S sleeping, D uninterruptible, T, Z, ...
 };
 bool ReadThreadCpu(pid_t pid, int tid, ThreadCpu* out);
 

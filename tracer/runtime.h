@@ -273,6 +273,14 @@ __attribute__((always_inline)) inline uint64_t NextCollSeq(uint16_t comm) {
   __atomic_store_n(seq, v, __ATOMIC_RELEASE);
   return v;
 }
+// Gives back collective number `seq` of `comm` when it is still the last
+// one taken (a call refused before it was issued).
+inline void GiveBackCollSeq(uint16_t comm, uint64_t seq) {
+  if (comm >= fmt::kMaxComms || seq == 0) return;
+  uint64_t expected = seq;
+  __atomic_compare_exchange_n(&g_trace->comms[comm].coll_seq, &expected, seq - 1, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+}
 // How many times each communicator slot was taken again (RegisterComm):
 // part of a stream's identity, so a slot's new communicator counts from 1.
 extern uint32_t g_comm_slot_reuses[fmt::kMaxComms];
@@ -308,6 +316,16 @@ __attribute__((always_inline)) inline uint64_t NextP2pSeqAt(uint64_t comm_where,
 }
 __attribute__((always_inline)) inline uint64_t NextP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send) {
   return NextP2pSeqAt(StreamWhere(comm), peer, tag, send);
+}
+// Gives back number `seq` of a stream this thread just counted (its last
+// stream that way: NextP2pSeqAt keeps it) when it is still the last taken.
+inline void GiveBackP2pSeq(uint16_t comm, int32_t peer, int32_t tag, bool send, uint64_t seq) {
+  const uint64_t where = StreamWhere(comm) | (send ? 1 : 0);
+  const uint64_t who = (uint64_t(uint32_t(peer)) << 32) | uint32_t(tag);
+  P2pStream& last = t_thread.p2p_last[send ? 1 : 0];
+  if (seq == 0 || last.where != where || last.who != who || !last.count) return;
+  uint64_t expected = seq;
+  __atomic_compare_exchange_n(last.count, &expected, seq - 1, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 // Interns a string (a kernel name) in the file's name table; returns its
 // index + 1, or 0 when untraced or the table is full. Slow path.

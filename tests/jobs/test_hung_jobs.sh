@@ -29,9 +29,16 @@
 #   torch-{skip,barrier,ddp,ddp-short,p2p,lock}
 #                         tests/python/torch_hang.py untraced on gloo, dumped
 #                         by mpirun's pid: each rank's torch.distributed call
-#   torch-traced-{skip,barrier,ddp,ddp-short,p2p,lock,object}
+#   torch-traced-{skip,barrier,ddp,ddp-short,p2p,lock,object,async,reinit}
 #                         the same (object: rank 2 skips a
-#                         broadcast_object_list), traced (python/hangtrace_torch.py records
+#                         broadcast_object_list; async: ranks mix async_op
+#                         all-reduces with blocking ones, then rank 2
+#                         sleeps: a hang, never a mismatch; reinit: a new
+#                         default group after destroy_process_group, then
+#                         rank 2 sleeps: a hang on the new group; refused: rank 1's
+#                         broadcast and isend torch refuses before issuing
+#                         them, then rank 2 sleeps: a hang, never a mismatch
+#                         naming rank 1), traced (python/hangtrace_torch.py records
 #                         torch.distributed's calls): the trace alone names
 #                         the culprit, process group and sequence number
 #                         (ddp, lock: with the stacks the runtime captures
@@ -338,10 +345,16 @@ case "$scenario" in
     check verdict=no-hang exit=0
     ;;
   mpi-lock)
-    start $(traced) mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" lock "$work/lockfile"
+    # No stacks in the processes: the trace alone, once the watchdog flagged
+    # rank 0's all-reduce (before, one look at the job cannot tell).
+    start $(traced) --no-stacks mpirun -np 4 --oversubscribe "$build/tests/mpi_prog" lock "$work/lockfile"
     wait_for 300 says lock || fail "the job never got in place"
-    sleep 0.5
-    analyze "$work/traces/job"  # no stacks yet: the trace alone
+    analyze "$work/traces/job"
+    # (A look that a loaded machine delayed past the timeout may say hang.)
+    waited=$(python3 -c 'import json; print(max([g["in_call_s"] for g in json.load(open("report.json"))["groups"] if g["state"] == "in_call"] + [0]))')
+    python3 -c "import sys; sys.exit(0 if $waited < 2 else 1)" && check verdict=unknown culprits= summary="one look at a running job"
+    wait_for 100 watchdog_lines 1 || fail "the watchdog did not flag rank 0"
+    analyze "$work/traces/job"
     check verdict=hang culprits=1,2,3 why:1="no stacks say whether it computes or waits"
     dump_launcher "$work/dump"
     analyze "$work/dump"
@@ -468,11 +481,17 @@ case "$scenario" in
     esac
     ;;
   torch-traced-skip | torch-traced-barrier | torch-traced-ddp | torch-traced-ddp-short | torch-traced-p2p | torch-traced-lock | \
-  torch-traced-object)
+  torch-traced-object | torch-traced-async | torch-traced-reinit | torch-traced-refused)
     torch_scenario=${scenario#torch-traced-}
     torch_job $(traced)
     # skip: after the watchdog, whose stacks give each rank's Python line.
     [ "$torch_scenario" != skip ] || wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
+    # async, reinit, refused: once the watchdog saved the stacks of the three
+    # ranks that wait (each rank's Python line classes it: one whose stacks
+    # are not saved yet stands apart from its class-mates).
+    case "$torch_scenario" in
+      async | reinit | refused) wait_for 100 watchdog_lines 3 || fail "the watchdog did not flag ranks 0-1,3" ;;
+    esac
     # ddp, lock: once the quiet capture of the ranks in no traced call (its
     # stacks say where they are) is taken, the timeout after their last call.
     reports() { analyze "$work/traces/job"; grep -q "$1" report.txt; }
@@ -488,6 +507,19 @@ case "$scenario" in
             grep -q "stacks, merged" report.txt || fail "the report shows no stacks"
             ! grep -q "hangtrace_torch.py" report.txt || fail "hangtrace's hook frames are in the program's stacks" ;;
       barrier) check verdict=mismatch exit=3 culprits=2 op:0-1,3=allreduce op:2=barrier ;;
+      # A posted all-reduce and a blocking one are one collective to torch's
+      # backend: the same call at the same sequence number, never a mismatch.
+      async) wait_for 100 reports "culprit rank 2" || true
+             check verdict=hang exit=3 culprits=2 op:1,3=allreduce why:2="never entered dist.all_reduce" ;;
+      # The new default group is another communicator: its barrier is #2
+      # there, never matched with the old group's all-reduce #2.
+      # Calls torch refused before issuing them (rank 1's) took no number:
+      # never a mismatch naming rank 1.
+      refused) wait_for 100 reports "culprit rank 2" || true
+               grep -c "refused:" job.out | grep -q 2 || fail "rank 1's calls were not refused: $(tail -3 job.out)"
+               check verdict=hang exit=3 culprits=2 op:0-1,3=allreduce why:2="never entered dist.all_reduce #4 on default_pg" ;;
+      reinit) wait_for 100 reports "culprit rank 2" || true
+              check verdict=hang exit=3 culprits=2 op:0-1,3=barrier why:2="never entered dist.barrier #2 on default_pg (init 2)" ;;
       object) check verdict=mismatch exit=3 culprits=2 op:0-1,3=bcast op:2=barrier \
                 why:2="calls dist.barrier as collective #4 on default_pg (the other members call dist.broadcast_object_list)" ;;
       # Uneven data: the ranks with a batch left are in DDP's gradient
@@ -646,7 +678,8 @@ case "$scenario" in
     [ "$prog" = stuck_mpich ] && extra=(stuck)
     start $(traced) "$run" "${args[@]}" "$build/tests/other/$prog" "${extra[@]}"
     wait_for 300 says stuck || fail "the job never got stuck"
-    sleep 1
+    # One look at the live job tells a hang once the watchdog flagged the calls.
+    wait_for 100 watchdog_lines 4 || fail "the watchdog did not flag every rank"
     analyze "$work/traces/job"
     # Every ABI and language alike: the trace alone names rank 1, with the
     # communicator and sequence number; so does a dump.

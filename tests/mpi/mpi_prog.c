@@ -15,6 +15,8 @@
  *             enter; the others die of SIGALRM after 15 s (the stopped rank
  *             must be killed by whoever runs the test)
  *   loop [N]  N (5000000) 1-byte Allreduces on world, prints ns per call
+ *   work [N]  N (1000000) steps of a job at work: an Allreduce, every third
+ *             step a Bcast, then 200 us of computing; healthy
  *   loop-p2p [N]  N (5000000) 1-byte MPI_Send + MPI_Recv pairs, each rank
  *             to itself, prints ns per pair
  *   crash-in-call  rank 1 dies of SIGSEGV inside MPI_Allreduce (its reduction)
@@ -368,6 +370,18 @@ __attribute__((noinline)) static void loop(int n) {
   if (rank == 0) printf("ns_per_allreduce %.1f\n", ns);
 }
 
+/* A job at work: all-reduces and broadcasts with a little computing
+ * between them (200 us), for n steps. Healthy: at every instant some ranks
+ * are in a call and one is behind them. */
+__attribute__((noinline)) static void work(int n) {
+  double in[64] = {0}, out[64];
+  for (int i = 0; i < n; ++i) {
+    MPI_Allreduce(in, out, 64, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (i % 3 == 0) MPI_Bcast(out, 64, MPI_DOUBLE, i % size, MPI_COMM_WORLD);
+    usleep(200);
+  }
+}
+
 __attribute__((noinline)) static void loop_p2p(int n) {
   char a = 1, b;
   struct timespec t0, t1;
@@ -522,6 +536,7 @@ int main(int argc, char** argv) {
     check(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
     threads();
   } else if (!strcmp(mode, "loop")) loop(argc > 2 ? atoi(argv[2]) : 5000000);
+  else if (!strcmp(mode, "work")) work(argc > 2 ? atoi(argv[2]) : 1000000);
   else if (!strcmp(mode, "loop-p2p")) loop_p2p(argc > 2 ? atoi(argv[2]) : 5000000);
   else if (!strcmp(mode, "oom")) oom(argc > 2 ? argv[2] : "");
   else if (!strcmp(mode, "crash-in-call")) crash_in_call();

@@ -26,4 +26,11 @@ torch.compiler.compiling = True                            # as while torch.comp
 dist.all_reduce(t)                                         # not recorded (no graph break)
 torch.compiler.compiling = False
 dist.barrier()                                             # #3 on default_pg
+# What introspects torch's functions finds functions, as untraced.
+import inspect, pickle, weakref  # noqa: E401,E402
+wrapped = dist.all_reduce
+assert inspect.isfunction(wrapped), repr(wrapped)
+assert inspect.signature(wrapped) == inspect.signature(wrapped.__wrapped__)
+assert weakref.ref(wrapped)() is wrapped
+assert pickle.loads(pickle.dumps(wrapped)) is wrapped
 print("ok", flush=True)

@@ -17,6 +17,13 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
              while the others wait in the barrier after their loop
   ddp-short  the same with one rank short: rank 3 has one batch less and
              waits in the barrier while the others wait in backward
+  async      the ranks mix a posted all-reduce (async_op=True, then
+             wait(): ranks 0 and 2) with the blocking call (1 and 3), one
+             collective to the backend; then rank 2 sleeps for good while
+             the others all-reduce (rank 0 in its wait)
+  reinit     three all-reduces, destroy_process_group, a new init (the
+             next port), one all-reduce; then rank 2 sleeps for good while
+             the others enter a barrier
   p2p        a pipeline whose stages both receive first: ranks 0 and 1
              wait in recv from each other (2 and 3 likewise)
   abort      rank 1 aborts (SIGABRT) in step 2; the others fail or wait
@@ -64,9 +71,16 @@ def main():
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group("gloo", rank=rank, world_size=size)
     t = torch.ones(8)
+
+    def all_reduce():
+        if scenario == "async" and rank % 2 == 0:
+            dist.all_reduce(t, async_op=True).wait()
+        else:
+            dist.all_reduce(t)
+
     if not scenario.endswith("-cold"):
         for _ in range(3):
-            dist.all_reduce(t)
+            all_reduce()
 
     def hung(who=0):
         if rank == who:
@@ -93,6 +107,34 @@ def main():
         for _ in range(batches):
             model(torch.randn(4, 8)).sum().backward()
         hung(who=1 if scenario == "ddp" else 3)  # the short ranks get here
+        dist.barrier()
+    elif scenario == "async":
+        hung()
+        while rank == 2:
+            time.sleep(1)
+        all_reduce()
+    elif scenario == "refused":
+        # Rank 1's calls torch refuses before issuing them (a root and a peer
+        # no rank has) take no sequence number: the next all-reduce is #4 on
+        # every rank, and rank 2, which sleeps, is the one that never came.
+        if rank == 1:
+            for refused in (lambda: dist.broadcast(t, src=size + 7), lambda: dist.isend(t, dst=size + 7)):
+                try:
+                    refused()
+                except Exception as e:
+                    print("refused:", type(e).__name__, file=sys.stderr, flush=True)
+        hung()
+        while rank == 2:
+            time.sleep(1)
+        dist.all_reduce(t)
+    elif scenario == "reinit":
+        dist.destroy_process_group()
+        os.environ["MASTER_PORT"] = str(int(os.environ["MASTER_PORT"]) + 1)
+        dist.init_process_group("gloo", rank=rank, world_size=size)
+        dist.all_reduce(t)
+        hung()
+        while rank == 2:
+            time.sleep(1)
         dist.barrier()
     elif scenario == "p2p":
         peer = rank ^ 1

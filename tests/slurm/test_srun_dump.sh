@@ -132,7 +132,10 @@ grep -q 'ranks 0,2-7 .*in MPI_Allreduce #[0-9]* on world' "$work/report.txt" || 
 grep -q 'stacks, merged' "$work/report.txt" || fail "no merged stacks"
 grep -q 'PMPI_Bcast' "$work/report.txt" || fail "the merged stacks lack the broadcast"
 grep -q '4 of 4 node(s) answered' "$work/report.err" || fail "not every node answered"
-for n in 1 2 3 4; do [ -f "$work/dump/node$n/node.json" ] || fail "no dump from node$n"; done
+for n in 1 2 3 4; do
+  for look in first second; do [ -f "$work/dump/$look/node$n/node.json" ] || fail "no $look dump from node$n"; done
+done
+grep -q 'progress since the earlier snapshot: no rank moved' "$work/report.txt" || fail "srun-dump did not look twice"
 
 # A node that does not answer: freeze node4's slurmd.
 slurmd4=$(pgrep -f '^slurmd -D -N node4$' | head -1)
@@ -174,7 +177,7 @@ start_job() {  # NAME OUTPUT COMMAND...
 }
 start_py() {  # $1: attempt
   start_job pyhang "$work/py.out" "$build/bin/hangtrace" run --dir "$work/pytraces$1" --timeout 0 --no-stacks -- \
-    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 2 --steps 50 && return 0
+    /usr/bin/python3 -u "$src/tests/python/seed_hang.py" --hang-rank 3 --hang-step 4 --steps 50 && return 0
   # It did not run: say why from its own trace files too.
   "$build/bin/hangtrace" analyze "$work/pytraces$1" 2>&1 | head -20 || true
   return 1
@@ -184,11 +187,15 @@ if ! start_py 1; then
   echo "the Python job ended before running; trying once more"
   start_py 2 || fail "the Python job did not run, twice"
 fi
-sleep 1
+# Hung a few seconds, at step 4: with no watchdog, one look calls it a hang
+# once the ranks have waited 10x the longest of their earlier all-reduces
+# (at least 3 of them), and at least 2 s (docs/ANALYSIS.md, "One look").
+sleep 3
 job=$(squeue -h -n pyhang -o %i | head -1)
 start=$(date +%s.%N)
 # No --dir: each node's dump finds the traced files from the ranks' own maps.
-"$build/bin/hangtrace" srun-dump "$job" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err" || [ $? = 3 ]
+"$build/bin/hangtrace" srun-dump "$job" --out "$work/pydump" > "$work/py.txt" 2> "$work/py.err" || [ $? = 3 ] ||
+  fail "srun-dump of the hung Python job found no hang: $(head -2 "$work/py.txt")"
 end=$(date +%s.%N)
 head -12 "$work/py.txt"
 echo "srun-dump of the 8-rank Python job took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
