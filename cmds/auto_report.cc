@@ -137,7 +137,7 @@ int Dump(const std::string& dir, const std::string& job, const std::string& run,
   // no ranks (DataLoader workers) capture none, and are read from outside,
   // by the rules every capture follows (docs/DUMP.md).
   return Capture({SelfPath(), "dump", "--dir", dir, "--job", job, "--run", run, "--no-stacks", "--child-stacks",
-                  "--quiet", "--out", out},
+                  "--quiet", "--looks", "1", "--out", out},
                  60, &stdout_text, &stderr_text);
 }
 

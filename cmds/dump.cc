@@ -57,7 +57,30 @@ using json = nlohmann::json;
 // itself is followed when the user named it (-o); the default one, a name
 // anyone could predict in a shared current folder, must be a real folder
 // of ours too.
-int OpenNodeDir(const std::string& out, bool named, const std::string& host, std::string* error) {
+// A subfolder `name` of our folder `parent_fd` (shown as `shown`): made
+// 0700, or reused when it is a real folder of ours; -1 with *error else.
+int OpenOwnSubfolder(int parent_fd, const std::string& name, const std::string& shown, std::string* error) {
+  if (mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + shown + ": " + strerror(errno);
+    return -1;
+  }
+  int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *error = shown + " is not a folder of its own (a link, or a file): refused";
+  } else if (st.st_uid != geteuid()) {
+    *error = shown + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user: refused";
+  } else {
+    fchmod(fd, 0700);
+    return fd;
+  }
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// OUT/<look>/<host> (OUT/<host> when `look` is ""), each part as above.
+int OpenNodeDir(const std::string& out, bool named, const std::string& look, const std::string& host,
+                std::string* error) {
   // What the dump makes is 0700, as the report folders and trace folders
   // are: stacks and command lines are the job's user's business.
   std::error_code ec;
@@ -92,25 +115,15 @@ int OpenNodeDir(const std::string& out, bool named, const std::string& host, std
     close(out_fd);
     return -1;
   }
-  const std::string shown = out + "/" + host;
-  if (mkdirat(out_fd, host.c_str(), 0700) != 0 && errno != EEXIST) {
-    *error = "cannot create " + shown + ": " + strerror(errno);
+  if (!look.empty()) {
+    const int look_fd = OpenOwnSubfolder(out_fd, look, out + "/" + look, error);
     close(out_fd);
-    return -1;
+    if (look_fd < 0) return -1;
+    out_fd = look_fd;
   }
-  int fd = openat(out_fd, host.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = OpenOwnSubfolder(out_fd, host, out + (look.empty() ? "" : "/" + look) + "/" + host, error);
   close(out_fd);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    *error = shown + " is not a folder of its own (a link, or a file): refused";
-  } else if (st.st_uid != geteuid()) {
-    *error = shown + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user: refused";
-  } else {
-    fchmod(fd, 0700);
-    return fd;
-  }
-  if (fd >= 0) close(fd);
-  return -1;
+  return fd;
 }
 
 // A new file `name` in our folder `dir_fd`, 0600; one left by an earlier
@@ -344,134 +357,29 @@ std::string CannotDump(pid_t pid) {
   return "";
 }
 
-}  // namespace
-
-int DumpCommand(int argc, char** argv) {
-  Config env = Config::FromEnvironment();
-  CLI::App app{
-      "Dump the live state of every traced process of a job on this node: a snapshot of each\n"
-      "trace file, each process's state, and every thread's native stack (libdwfl). Writes\n"
-      "OUT/<host>/, which `hangtrace analyze OUT` reads.\n\n"
-      "What a dump costs a live process: a thread blocked in a system call (a hung rank's\n"
-      "helpers, a rank waiting in a lock, a sleep, a poll) is read where it waits, from the\n"
-      "stack pointer and pc /proc gives and its memory: it is not stopped and its call is not\n"
-      "disturbed. A running thread (a rank spinning in MPI's progress loop, or computing) is\n"
-      "stopped while its registers and stack are copied (ptrace; no signal is sent; in a\n"
-      "Python process until its Python frames are read) and goes on where it was; the unwind\n"
-      "and the naming work on the copy. A traced Python process is asked to capture its own stacks first, which\n"
-      "holds its running threads up to a second. Targets are never left stopped, even when the\n"
-      "dump is killed. --stop-all stops blocked threads too, for stacks that frame pointers cut\n"
-      "short; a stop then makes epoll_wait, sigtimedwait, semop and socket reads with a timeout\n"
-      "in those threads return EINTR.\n\n"
-      "examples:\n"
-      "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
-      "  hangtrace dump --pid 4242                               # one process: its threads' stacks, py-spy style\n"
-      "  hangtrace dump -p $(pgrep -x mpirun) -o /tmp/d          # a launcher: its ranks, traced or not\n"
-      "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
-      "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
-      "hangtrace dump"};
-  std::string dir = ExpandUser(env.dir), job = env.job, out;
+// What a dump reads and writes, as the command line gave it.
+struct DumpOptions {
+  std::string dir, job, run;
   std::vector<int> pids;
-  bool no_stacks = false, no_symbols = false, quiet = false, full = false, stop_all = false;
-  int thread_timeout_ms = 2000;
-  app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + dir + ")");
-  app.add_option("--job", job,
-                 "job id: the subfolder of --dir (default as the runtime names it: " + env.job +
-                     "); given, also every process on this node whose SLURM_JOB_ID it is, traced or not");
-  app.add_option("-o,--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
-  app.add_option("-p,--pid", pids,
-                 "also (or only, without trace files) these processes; a launcher's pid (mpirun, srun's "
-                 "slurmstepd, torchrun) stands for its ranks")
-      ->expected(-1);
-  app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
-  bool no_children = false, child_stacks = false;
-  app.add_flag("--child-stacks", child_stacks,
-               "with --no-stacks: still read the stacks of the ranks' own processes that are no ranks, from "
-               "outside (they capture none of their own; what the automatic report uses)");
-  app.add_flag("--no-children", no_children,
-               "leave out the ranks' own processes that are no ranks (by default a rank's DataLoader workers, "
-               "pool and subprocesses are dumped beside it: a rank may wait for one of them)");
-  app.add_flag("--full", full,
-               "copy each trace file whole (its whole ring: for Perfetto timelines); by default a compact copy "
-               "of about 64 KB per process: what the diagnosis needs, the newest records of each thread");
-  app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
-  app.add_flag("--stop-all", stop_all,
-               "stop every thread, blocked ones too, and unwind from all its registers (some blocked calls "
-               "then return EINTR: see above)");
-  app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
-  app.add_flag("--quiet", quiet, "no progress lines");
-  std::string run;
-  app.add_option("--run", run,
-                 "only the traced processes of this run of the job (HANGTRACE_RUN; what `hangtrace inspect` "
-                 "calls run; \"\" for files that name none): one job id may hold several runs");
-  if (PidArgumentsMissing(argc, argv)) {
-    fprintf(stderr,
-            "hangtrace dump: --pid needs process ids (did the command that should give them, such as "
-            "$(pgrep -x mpirun), find none?)\n");
-    return kExitUsage;
-  }
-  HT_PARSE(app, argc, argv);
-  // Processes named by pid must exist and be ours to read, as py-spy says.
-  for (int pid : pids) {
-    const std::string why = CannotDump(pid);
-    if (!why.empty()) {
-      fprintf(stderr, "hangtrace dump: %s\n", why.c_str());
-      return kExitCouldNot;
-    }
-  }
-  // Which job, when none is named: the folder's only job, or its only
-  // running one, as analyze takes it; several: the user says which.
-  if (!app.count("--job") && pids.empty()) {
-    std::string list_error;
-    const std::vector<JobSummary> jobs = ListJobs(dir, &list_error, nullptr);
-    std::vector<const JobSummary*> running;
-    for (const JobSummary& j : jobs) {
-      if (j.Live()) running.push_back(&j);
-    }
-    const JobSummary* only = jobs.size() == 1 ? &jobs[0] : running.size() == 1 ? running[0] : nullptr;
-    if (only) {
-      job = only->job;
-    } else if (!jobs.empty()) {
-      fprintf(stderr, "hangtrace dump: %s holds %zu jobs%s; name one with --job:\n", dir.c_str(), jobs.size(),
-              running.empty() ? ", none running" : (", " + std::to_string(running.size()) + " running").c_str());
-      for (const JobSummary& j : jobs) {
-        fprintf(stderr, "  hangtrace dump --job %s    # %s, %zu files\n", j.job.c_str(), JobStateName(j.state), j.files);
-      }
-      return kExitUsage;
-    }
-  }
-  // Processes without a rank (a Python script, a server): their stacks go
-  // to stdout, as py-spy prints them; a folder only when --out is given.
-  const bool out_given = !out.empty();
-  // Processes named by pid: the job is theirs (a rank's trace file says it,
-  // else SLURM's job id in its environment), not this shell's.
-  if (!app.count("--job") && !pids.empty()) {
-    for (int pid : pids) {
-      std::string of_pid;
-      for (const RankedProcess& r : RanksUnder(pid)) {
-        if (const std::string mapped = MappedTraceFile(r.pid); !mapped.empty()) {
-          std::string err;
-          ReadOptions header_only;
-          header_only.events = false;
-          if (auto s = ReadTraceFile(mapped, &err, header_only)) of_pid = BoundedString(s->process.job, sizeof(s->process.job));
-        }
-        if (of_pid.empty()) of_pid = r.slurm_job;
-        if (!of_pid.empty()) break;
-      }
-      if (!of_pid.empty()) {
-        job = of_pid;
-        break;
-      }
-    }
-  }
-  if (out.empty()) out = "hangtrace-dump-" + job;
+  bool no_stacks, no_symbols, quiet, full, stop_all, no_children, child_stacks;
+  bool out_given;                          // -o: the user's folder, followed
+  bool job_named, run_named, dir_named;    // --job, --run, --dir given
+  int thread_timeout_ms;
+};
 
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGHUP, OnSignal);
+// One look at the job on this node: into OUT/<look>/<host> (OUT/<host>
+// when `look` is ""), or, for processes without a rank named by pid, on
+// stdout (*printed). Returns the exit status.
+int DumpOnce(const DumpOptions& o, const std::string& out, const std::string& look, bool* printed) {
+  const std::string &dir = o.dir, &job = o.job, &run = o.run;
+  const std::vector<int>& pids = o.pids;
+  const bool no_stacks = o.no_stacks, no_symbols = o.no_symbols, quiet = o.quiet, full = o.full,
+             stop_all = o.stop_all, no_children = o.no_children, child_stacks = o.child_stacks,
+             out_given = o.out_given;
+  const int thread_timeout_ms = o.thread_timeout_ms;
+  *printed = false;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string host = Hostname();  // also what the runtime wrote into each file
-  const std::string node_dir = out + "/" + host;
 
   // Every trace file of the job on this node, and the processes behind them.
   std::vector<Target> targets;
@@ -480,7 +388,7 @@ int DumpCommand(int argc, char** argv) {
   std::string find_error;
   // With --pid alone, only those processes: the default job folder may hold
   // files of other runs.
-  const bool scan_folder = pids.empty() || app.count("--job") || app.count("--dir");
+  const bool scan_folder = pids.empty() || o.job_named || o.dir_named;
   std::vector<std::string> files;
   if (scan_folder) files = FindTraceFiles(job_dir, &find_error, &warnings);
 
@@ -502,7 +410,7 @@ int DumpCommand(int argc, char** argv) {
       return;
     }
     if (s->process.forked) return;  // a fork child of a rank (its stacks come with --pid)
-    if (app.count("--run") && BoundedString(s->process.run, sizeof(s->process.run)) != run) return;  // another run
+    if (o.run_named && BoundedString(s->process.run, sizeof(s->process.run)) != run) return;  // another run
     // A trace folder on a shared file system holds every node's files: this
     // node dumps its own.
     if (BoundedString(s->process.host, sizeof(s->process.host)) != host) return;
@@ -537,7 +445,7 @@ int DumpCommand(int argc, char** argv) {
     if (under.empty()) plain.push_back(pid);
     ranked.insert(ranked.end(), under.begin(), under.end());
   }
-  if (app.count("--job")) {
+  if (o.job_named) {
     const char* my_job = getenv("SLURM_JOB_ID");
     const char* my_step = getenv("SLURM_STEP_ID");
     const char* my_node = getenv("SLURMD_NODENAME");
@@ -559,7 +467,7 @@ int DumpCommand(int argc, char** argv) {
     }
   }
   for (const RankedProcess& r : ranked) {
-    if (app.count("--run") && MappedTraceFile(r.pid).empty()) continue;  // untraced: its run is not known
+    if (o.run_named && MappedTraceFile(r.pid).empty()) continue;  // untraced: its run is not known
     bool known = false;
     for (const Target& t : targets) known |= t.pid == r.pid;
     if (known) continue;
@@ -594,7 +502,7 @@ int DumpCommand(int argc, char** argv) {
     for (const std::string& w : warnings) fprintf(stderr, "hangtrace dump: %s: %s\n", host.c_str(), w.c_str());
     fprintf(stderr, "hangtrace dump: nothing to dump on %s: no trace files of job %s, and no process %s\n",
             host.c_str(), job.c_str(),
-            app.count("--job") ? "of that SLURM job with a rank" : "named (--pid, or --job for a SLURM job's)");
+            o.job_named ? "of that SLURM job with a rank" : "named (--pid, or --job for a SLURM job's)");
     // The job's files may be in its user's folder, not this user's.
     for (const std::string& other : TraceFoldersBeside(dir, job)) {
       fprintf(stderr, "hangtrace dump: job %s has trace files in %s: hangtrace dump --dir %s --job %s\n", job.c_str(),
@@ -609,10 +517,13 @@ int DumpCommand(int argc, char** argv) {
     return t.rank < 0;
   });
   const bool print = rankless && !no_stacks;
+  // Printed stacks are a py-spy style look, taken once: into OUT/<host>.
+  const std::string folder_look = print ? "" : look;
+  const std::string node_dir = out + (folder_look.empty() ? "" : "/" + folder_look) + "/" + host;
   int node_fd = -1;
   if (!print || out_given) {
     std::string dir_error;
-    node_fd = OpenNodeDir(out, out_given, host, &dir_error);
+    node_fd = OpenNodeDir(out, out_given, folder_look, host, &dir_error);
     if (node_fd < 0) {
       fprintf(stderr, "hangtrace dump: %s\n", dir_error.c_str());
       return kExitCouldNot;
@@ -730,6 +641,7 @@ int DumpCommand(int argc, char** argv) {
     }
     node.processes.push_back(std::move(p));
   }
+  *printed = print;
   if (print) {
     for (const NodeProcess& p : node.processes) fputs(ProcessStacksText(p).c_str(), stdout);
   }
@@ -778,6 +690,162 @@ int DumpCommand(int argc, char** argv) {
     return kExitCouldNot;
   }
   return status;
+}
+
+}  // namespace
+
+int DumpCommand(int argc, char** argv) {
+  Config env = Config::FromEnvironment();
+  CLI::App app{
+      "Dump the live state of every traced process of a job on this node: a snapshot of each\n"
+      "trace file, each process's state, and every thread's native stack (libdwfl). It looks\n"
+      "twice, 2 s apart (OUT/first/<host>/, OUT/second/<host>/; --looks 1: OUT/<host>/), and\n"
+      "`hangtrace analyze OUT` reads the second look against the first: one look shows where\n"
+      "each rank is, not since when, and cannot tell a job at work from a hung one.\n\n"
+      "What a dump costs a live process: a thread blocked in a system call (a hung rank's\n"
+      "helpers, a rank waiting in a lock, a sleep, a poll) is read where it waits, from the\n"
+      "stack pointer and pc /proc gives and its memory: it is not stopped and its call is not\n"
+      "disturbed. A running thread (a rank spinning in MPI's progress loop, or computing) is\n"
+      "stopped while its registers and stack are copied (ptrace; no signal is sent; in a\n"
+      "Python process until its Python frames are read) and goes on where it was; the unwind\n"
+      "and the naming work on the copy. A traced Python process is asked to capture its own stacks first, which\n"
+      "holds its running threads up to a second. Targets are never left stopped, even when the\n"
+      "dump is killed. --stop-all stops blocked threads too, for stacks that frame pointers cut\n"
+      "short; a stop then makes epoll_wait, sigtimedwait, semop and socket reads with a timeout\n"
+      "in those threads return EINTR.\n\n"
+      "examples:\n"
+      "  hangtrace dump --job 12345 --out /shared/dump-12345     # on a node of job 12345\n"
+      "  hangtrace dump --pid 4242                               # one process: its threads' stacks, py-spy style\n"
+      "  hangtrace dump -p $(pgrep -x mpirun) -o /tmp/d          # a launcher: its ranks, traced or not\n"
+      "  srun --jobid=12345 --overlap --ntasks-per-node=1 hangtrace dump --out /shared/d\n"
+      "     (hangtrace srun-dump 12345 does this, then analyzes)\n",
+      "hangtrace dump"};
+  std::string dir = ExpandUser(env.dir), job = env.job, out;
+  std::vector<int> pids;
+  bool no_stacks = false, no_symbols = false, quiet = false, full = false, stop_all = false;
+  int thread_timeout_ms = 2000;
+  app.add_option("--dir", dir, "trace folder root (default $HANGTRACE_DIR or " + dir + ")");
+  app.add_option("--job", job,
+                 "job id: the subfolder of --dir (default as the runtime names it: " + env.job +
+                     "); given, also every process on this node whose SLURM_JOB_ID it is, traced or not");
+  app.add_option("-o,--out", out, "dump folder (default ./hangtrace-dump-<job>); this node writes OUT/<host>/");
+  app.add_option("-p,--pid", pids,
+                 "also (or only, without trace files) these processes; a launcher's pid (mpirun, srun's "
+                 "slurmstepd, torchrun) stands for its ranks")
+      ->expected(-1);
+  app.add_flag("--no-stacks", no_stacks, "trace files and /proc state only: attach to nothing");
+  bool no_children = false, child_stacks = false;
+  app.add_flag("--child-stacks", child_stacks,
+               "with --no-stacks: still read the stacks of the ranks' own processes that are no ranks, from "
+               "outside (they capture none of their own; what the automatic report uses)");
+  app.add_flag("--no-children", no_children,
+               "leave out the ranks' own processes that are no ranks (by default a rank's DataLoader workers, "
+               "pool and subprocesses are dumped beside it: a rank may wait for one of them)");
+  app.add_flag("--full", full,
+               "copy each trace file whole (its whole ring: for Perfetto timelines); by default a compact copy "
+               "of about 64 KB per process: what the diagnosis needs, the newest records of each thread");
+  app.add_flag("--no-symbols", no_symbols, "raw addresses (faster on huge binaries)");
+  app.add_flag("--stop-all", stop_all,
+               "stop every thread, blocked ones too, and unwind from all its registers (some blocked calls "
+               "then return EINTR: see above)");
+  app.add_option("--thread-timeout-ms", thread_timeout_ms, "how long a thread may take to stop (default 2000)");
+  app.add_flag("--quiet", quiet, "no progress lines");
+  int looks = 2;
+  double settle = 2;
+  app.add_option("--looks", looks,
+                 "2 (default): two dumps, --settle seconds apart, into OUT/first and OUT/second, which "
+                 "`hangtrace analyze OUT` reads as one job seen twice (ranks that moved are slow, not hung; one look "
+                 "cannot tell a wait from a hang); 1: one dump, into OUT")
+      ->check(CLI::Range(1, 2));
+  app.add_option("--settle", settle, "seconds between the two looks (default 2)")->check(Seconds());
+  std::string run;
+  app.add_option("--run", run,
+                 "only the traced processes of this run of the job (HANGTRACE_RUN; what `hangtrace inspect` "
+                 "calls run; \"\" for files that name none): one job id may hold several runs");
+  if (PidArgumentsMissing(argc, argv)) {
+    fprintf(stderr,
+            "hangtrace dump: --pid needs process ids (did the command that should give them, such as "
+            "$(pgrep -x mpirun), find none?)\n");
+    return kExitUsage;
+  }
+  HT_PARSE(app, argc, argv);
+  // Processes named by pid must exist and be ours to read, as py-spy says.
+  for (int pid : pids) {
+    const std::string why = CannotDump(pid);
+    if (!why.empty()) {
+      fprintf(stderr, "hangtrace dump: %s\n", why.c_str());
+      return kExitCouldNot;
+    }
+  }
+  // Which job, when none is named: the folder's only job, or its only
+  // running one, as analyze takes it; several: the user says which.
+  if (!app.count("--job") && pids.empty()) {
+    std::string list_error;
+    const std::vector<JobSummary> jobs = ListJobs(dir, &list_error, nullptr);
+    std::vector<const JobSummary*> running;
+    for (const JobSummary& j : jobs) {
+      if (j.Live()) running.push_back(&j);
+    }
+    const JobSummary* only = jobs.size() == 1 ? &jobs[0] : running.size() == 1 ? running[0] : nullptr;
+    if (only) {
+      job = only->job;
+    } else if (!jobs.empty()) {
+      fprintf(stderr, "hangtrace dump: %s holds %zu jobs%s; name one with --job:\n", dir.c_str(), jobs.size(),
+              running.empty() ? ", none running" : (", " + std::to_string(running.size()) + " running").c_str());
+      for (const JobSummary& j : jobs) {
+        fprintf(stderr, "  hangtrace dump --job %s    # %s, %zu files\n", j.job.c_str(), JobStateName(j.state), j.files);
+      }
+      return kExitUsage;
+    }
+  }
+  // Processes without a rank (a Python script, a server): their stacks go
+  // to stdout, as py-spy prints them; a folder only when --out is given.
+  const bool out_given = !out.empty();
+  // Processes named by pid: the job is theirs (a rank's trace file says it,
+  // else SLURM's job id in its environment), not this shell's.
+  if (!app.count("--job") && !pids.empty()) {
+    for (int pid : pids) {
+      std::string of_pid;
+      for (const RankedProcess& r : RanksUnder(pid)) {
+        if (const std::string mapped = MappedTraceFile(r.pid); !mapped.empty()) {
+          std::string err;
+          ReadOptions header_only;
+          header_only.events = false;
+          if (auto s = ReadTraceFile(mapped, &err, header_only)) of_pid = BoundedString(s->process.job, sizeof(s->process.job));
+        }
+        if (of_pid.empty()) of_pid = r.slurm_job;
+        if (!of_pid.empty()) break;
+      }
+      if (!of_pid.empty()) {
+        job = of_pid;
+        break;
+      }
+    }
+  }
+  if (out.empty()) out = "hangtrace-dump-" + job;
+
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGHUP, OnSignal);
+  DumpOptions o{dir, job, run, pids, no_stacks, no_symbols, quiet, full, stop_all, no_children, child_stacks,
+                out_given, app.count("--job") > 0, app.count("--run") > 0, app.count("--dir") > 0,
+                thread_timeout_ms};
+  bool printed = false;
+  if (looks == 1) return DumpOnce(o, out, "", &printed);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int first = DumpOnce(o, out, "first", &printed);
+  // Processes without a rank, printed: a py-spy style look, once.
+  if (printed || first != kExitNoHang) return first;
+  std::this_thread::sleep_for(std::chrono::duration<double>(settle));
+  const int second = DumpOnce(o, out, "second", &printed);
+  if (!quiet && second == kExitNoHang) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fprintf(stderr,
+            "hangtrace dump: two looks, %.1f s apart, in %.1f s: %s/first, %s/second (hangtrace analyze %s reads "
+            "the second against the first: ranks that moved are slow, not hung)\n",
+            settle, seconds, out.c_str(), out.c_str(), out.c_str());
+  }
+  return second;
 }
 
 }  // namespace hangtrace

@@ -155,11 +155,36 @@ int AnalyzeEachRun(const AnalysisRequest& r, const Job& job) {
   return newest;
 }
 
+// A folder of two looks at one job (`hangtrace dump`'s OUT, srun-dump's,
+// an automatic report's round): its first/ and second/ both hold dumps.
+bool HoldsTwoLooks(const std::string& path) {
+  return !FindNodeDumps(path + "/first").empty() && !FindNodeDumps(path + "/second").empty();
+}
+
 }  // namespace
 
-int RunAnalysis(const AnalysisRequest& r) {
+int RunAnalysis(const AnalysisRequest& request) {
+  AnalysisRequest r = request;
   const char* cmd = r.command;
   const bool text = r.format == "text";
+  // Two looks in one folder: the second, read against the first (the
+  // folder whole would hold each rank twice). Beside another path, or as
+  // --earlier, such a folder stands for its newer look.
+  if (r.paths.size() == 1 && r.earlier.empty() && r.interval == 0 && HoldsTwoLooks(r.paths[0])) {
+    const std::string folder = r.paths[0];
+    r.paths = {folder + "/second"};
+    r.earlier = {folder + "/first"};
+    if (text) {
+      fprintf(stderr, "%s: %s holds two looks at the job: %s/second, read against %s/first\n", cmd, folder.c_str(),
+              folder.c_str(), folder.c_str());
+    }
+  } else {
+    for (std::vector<std::string>* list : {&r.paths, &r.earlier}) {
+      for (std::string& p : *list) {
+        if (HoldsTwoLooks(p)) p += "/second";
+      }
+    }
+  }
   // A dump's node.json given as a path: the dump is its folder.
   for (const std::string& p : r.paths) {
     const size_t slash = p.find_last_of('/');

@@ -144,7 +144,7 @@ int SrunDumpCommand(int argc, char** argv) {
                                     "--mpi=none", "--kill-on-bad-exit=0", "--quiet", "--export=ALL,HANGTRACE_OFF=1"};
     if (gpu_gres) cmd.push_back("--gres=gpu:0");  // no GPU is needed, and none may be free
     for (const std::string& a : {SelfPath(), std::string("dump"), std::string("--job"), jobid, std::string("--out"),
-                                 folder, std::string("--quiet")}) {
+                                 folder, std::string("--quiet"), std::string("--looks"), std::string("1")}) {
       cmd.push_back(a);
     }
     if (!dir.empty()) cmd.insert(cmd.end(), {"--dir", dir});

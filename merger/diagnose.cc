@@ -1000,10 +1000,16 @@ OneLook JudgeOneLook(const Job& job, const Diagnosis& d, const BlameContext& ctx
       return {"rank " + std::to_string(r) + (state == RankState::kStopped ? " is stopped" : " has exited"), ""};
     }
   }
-  RankSet waiting, first_of_kind;
+  RankSet waiting, first_of_kind, on_stacks;
   double waited = 0, usual = 0, timeout = 0;
   for (const Group& g : d.groups) {
-    if (g.state != RankState::kInCall || g.basis != Basis::kTrace) continue;
+    if (g.state != RankState::kInCall) continue;
+    // In a call only its stacks show (one torch issues from C++, an MPI
+    // call not wrapped): where it is, never since when.
+    if (g.basis != Basis::kTrace) {
+      on_stacks.Merge(g.ranks);
+      continue;
+    }
     for (int32_t r : g.ranks.Ranks()) {
       const RankView& v = job.ranks[size_t(r)];
       const double in_call = v.current.seconds;
@@ -1024,10 +1030,13 @@ OneLook JudgeOneLook(const Job& job, const Diagnosis& d, const BlameContext& ctx
       timeout = std::max(timeout, v.watchdog_timeout_s);
     }
   }
-  if (waiting.Empty()) return {};  // no traced wait to weigh: the stacks or the structure decide
-  snprintf(text, sizeof(text), "%s waited in calls for at most %.1f s", waiting.Count() == 1 ? " has" : " have",
-           waited);
-  std::string why = waiting.Named() + text;
+  if (waiting.Empty() && on_stacks.Empty()) return {};  // no wait to weigh: the structure decides
+  std::string why;
+  if (!waiting.Empty()) {
+    snprintf(text, sizeof(text), "%s waited in calls for at most %.1f s", waiting.Count() == 1 ? " has" : " have",
+             waited);
+    why = waiting.Named() + text;
+  }
   if (first_of_kind.Count() < waiting.Count()) {
     snprintf(text, sizeof(text),
              ", short of what would show %s stuck (%.0fx the longest the same call took before on %s, %.2g s, and at "
@@ -1047,6 +1056,11 @@ OneLook JudgeOneLook(const Job& job, const Diagnosis& d, const BlameContext& ctx
     } else {
       why += ", with no watchdog timeout set";
     }
+  }
+  if (!on_stacks.Empty()) {
+    why += std::string(why.empty() ? "" : "; ") + on_stacks.Named() + (on_stacks.Count() == 1 ? " is" : " are") +
+           " in calls only " + (on_stacks.Count() == 1 ? "its" : "their") +
+           " stacks show, which say where, not since when";
   }
   return {"", "one look at a running job: " + why +
                   ". A job at work looks like this too (the classes below show who waits for whom): look twice, "
@@ -1098,6 +1112,16 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     }
     return true;
   }();
+  // One look at a running job: whether it shows a rank stuck (JudgeOneLook).
+  const OneLook look = d->compared || d->ended ? OneLook{} : JudgeOneLook(job, *d, *ctx);
+  // A mismatch of the traces (two calls at one sequence number) is a fact
+  // at any look. One the stacks show (a rank in a collective the trace does
+  // not hold where the others are in a traced one) is a moment: at one look,
+  // a job at work shows it too, unless a rank is seen stuck.
+  const bool mismatch_only_on_stacks =
+      !d->mismatches.empty() && std::all_of(d->mismatches.begin(), d->mismatches.end(),
+                                            [](const Mismatch& m) { return !m.untraced.Empty(); });
+  const bool unsure_of_mismatch = mismatch_only_on_stacks && !look.why_not.empty();
   Verdict v;
   if ((in_call == 0 || all_moving) && !d->mismatches.empty()) {
     // The job ran on, but its ranks disagreed on a collective's arguments:
@@ -1117,6 +1141,10 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
       d->evidence = NoHangOrWhyUnknown(job, *d, &no_hang);
       v = no_hang ? Verdict::kNoHang : Verdict::kUnknown;
     }
+  } else if ((culprit_is_odd || (f.mismatch_hang && !f.crash)) && unsure_of_mismatch) {
+    v = Verdict::kUnknown;
+    ctx->culprits.clear();
+    d->evidence = look.why_not;
   } else if (culprit_is_odd || (f.mismatch_hang && !f.crash)) {
     v = Verdict::kMismatch;
     blame_odd_only();
@@ -1138,7 +1166,7 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     if (ctx->culprits.empty()) BlameFirstCrash(job, ctx->deaths, ctx);
   } else if (f.deadlock) {
     v = Verdict::kDeadlock;
-  } else if (!d->mismatches.empty() && ctx->culprits.empty()) {
+  } else if (!d->mismatches.empty() && ctx->culprits.empty() && !unsure_of_mismatch) {
     v = Verdict::kMismatch;
     blame_odd_only();
   } else if (ctx->culprits.empty() && !f.completing.Empty() && !f.below) {
@@ -1152,8 +1180,7 @@ Verdict DecideVerdict(const Job& job, Diagnosis* d, BlameContext* ctx) {
     d->evidence = f.comm_unknown.Named() + (one ? " is" : " are") + " in a communication call on a communicator " +
                   (one ? "its" : "their") + " trace did not record (the file's communicator table was full: " +
                   "see the warnings), so whom " + (one ? "it waits" : "they wait") + " for is unknown";
-  } else if (const OneLook look = d->compared || d->ended ? OneLook{} : JudgeOneLook(job, *d, *ctx);
-             !look.why_not.empty()) {
+  } else if (!look.why_not.empty()) {
     v = Verdict::kUnknown;
     ctx->culprits.clear();
     d->evidence = look.why_not;

@@ -132,13 +132,19 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     d.culprits.push_back({holder, h.host, h.pid, why + " (from stacks)"});
     suspects.Add(holder);
   }
+  // A rank that cannot come while others wait (stopped, or its process
+  // gone): a hang whatever the time, seen at one look.
+  bool stuck_for_sure = false;
   for (const Group& g : d.groups) {
     std::string why;
     if (g.state == RankState::kStopped) why = "stopped (state T)";
     else if (g.state == RankState::kGone) why = "gone: its process ended";
     else if (g.state == RankState::kCompute && !waiting.Empty() && g.basis == Basis::kStacks) why = Idle(job, g) + where(g);
     if (why.empty()) continue;
-    if (!wait_text.empty()) why += " while " + wait_text;
+    if (!wait_text.empty()) {
+      why += " while " + wait_text;
+      stuck_for_sure |= g.state == RankState::kStopped || g.state == RankState::kGone;
+    }
     for (int32_t r : g.ranks.Ranks()) {
       if (suspects.Contains(r)) continue;
       const RankView& v = job.ranks[size_t(r)];
@@ -203,6 +209,17 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       d.verdict = Verdict::kNoHang;
       d.summary = basis + "no rank is in a communication call: every rank computes (" + list + ")";
     }
+  } else if (!d.compared && !d.ended && !lock_cycle && !stuck_for_sure) {
+    // One look at a running job, its stacks all there is: where each rank
+    // is, never since when. A job at work looks like this at every instant
+    // (ranks in a collective while one is still on its way there), so no
+    // rank is named: only a second look, or a rank that cannot come (stopped,
+    // gone) or a wait cycle, shows a hang.
+    d.verdict = Verdict::kUnknown;
+    d.culprits.clear();
+    d.summary = basis + list + ". One look at a running job: stacks say where each rank is, not since when, and a "
+                "job at work looks like this too: dump again a few seconds later and give the first with --earlier "
+                "(hangtrace analyze NEW --earlier OLD; hangtrace dump looks twice by default)";
   } else {
     d.verdict = lock_cycle ? Verdict::kDeadlock : Verdict::kHang;
     // Every rank in one receive: nobody sends. In one collective (or one

@@ -65,10 +65,11 @@ setsid "${pycmd[@]}" > "$dir/py.log" 2>&1 &
 job=$!
 trap teardown EXIT
 for _ in $(seq 300); do grep -q 'step 1 loss' "$dir/py.log" && break; sleep 0.1; done
-# Hung at step 4, for 3 s: with no watchdog, one look calls it a hang once
-# the ranks have waited 10x the longest of their earlier all-reduces (at
-# least 3 of them), and at least 2 s (docs/ANALYSIS.md, "One look").
-sleep 3
+# Hung at step 4. No watchdog here: the dump's two looks, 2 s apart, show
+# that nobody moved (one look could not tell a wait from a hang until the
+# ranks had waited 10x the longest of their earlier all-reduces and 2 s:
+# docs/ANALYSIS.md, "One look").
+sleep 1
 build/bin/hangtrace dump --dir "$dir" --job pydemo --out "$dir/pydump" 2>&1 | sed 's/^/   /'
 analyze "$dir/pydump" | sed -n '1,/^stacks, merged/p' | sed 's/^/   /'
 analyze "$dir/pydump" | awk '/^stacks, merged/ {on = 1} on && /\.py:/' | sed 's/^/   /'

@@ -583,7 +583,16 @@ TEST(Analyze, StacksOnlyGroupsRanksByTheirInnermostCommunicationCall) {
                  {-1, {"pause", "main"}}},
                 5);
   Job job = LoadJob({dir.path()});
+  // One look: where each rank is, never since when; nobody named.
   Diagnosis d = Diagnose(job);
+  EXPECT_EQ(VerdictName(d.verdict), std::string("unknown"));
+  EXPECT_TRUE(d.culprits.empty()) << d.summary;
+  EXPECT_EQ(d.summary.find("stacks only: ranks 0,2-3 in MPI_Allreduce, rank 1 in MPI_Bcast, rank 4 in no "
+                           "communication call (in expf). One look at a running job"),
+            0u)
+      << d.summary;
+  // Two looks, nobody moved between them.
+  d = Diagnose(job, &job);
   EXPECT_EQ(d.basis, "stacks");
   EXPECT_EQ(d.from_stacks.ToString(), "0-4");
   EXPECT_TRUE(d.with_trace.Empty());
@@ -605,7 +614,9 @@ TEST(Analyze, StacksOnlyGroupsRanksByTheirInnermostCommunicationCall) {
 TEST(Analyze, StacksOnlyAllInOneCallIsBelowMpiAndAllComputingIsNoHang) {
   TempDir one, none;
   WriteNodeDump(one.path() + "/n1", {{0, {"PMPI_Barrier", "main"}}, {1, {"PMPI_Barrier", "main"}}}, 2);
-  Diagnosis d = Diagnose(LoadJob({one.path()}));
+  const Job in_barrier = LoadJob({one.path()});
+  EXPECT_EQ(VerdictName(Diagnose(in_barrier).verdict), std::string("unknown")) << "one look";
+  Diagnosis d = Diagnose(in_barrier, &in_barrier);  // two looks, nobody moved
   EXPECT_EQ(VerdictName(d.verdict), std::string("hang"));
   EXPECT_TRUE(d.below);
   EXPECT_TRUE(d.culprits.empty());
@@ -615,7 +626,8 @@ TEST(Analyze, StacksOnlyAllInOneCallIsBelowMpiAndAllComputingIsNoHang) {
   // A stopped rank is the culprit of those that wait.
   TempDir stopped;
   WriteNodeDump(stopped.path() + "/n1", {{0, {"PMPI_Barrier", "main"}}, {1, {"compute", "main"}, "T"}}, 2);
-  d = Diagnose(LoadJob({stopped.path()}));
+  d = Diagnose(LoadJob({stopped.path()}));  // one look: a stopped rank cannot come
+  EXPECT_EQ(VerdictName(d.verdict), std::string("hang"));
   ASSERT_EQ(d.culprits.size(), 1u);
   EXPECT_EQ(d.culprits[0].rank, 1);
   EXPECT_NE(d.culprits[0].why.find("stopped"), std::string::npos);

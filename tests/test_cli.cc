@@ -143,13 +143,13 @@ TEST(Cli, DumpFailsWithTheReasonAsPySpyDoes) {
 TEST(Cli, DumpTakesTheJobAnalyzeWouldTake) {
   TempDir dir, out;
   pid_t live = StartLiveJob(dir);  // job "live", the folder's only one
-  ProgramResult r = Cli({"dump", "--dir", dir.path(), "--out", out.path(), "--no-stacks"});
+  ProgramResult r = Cli({"dump", "--dir", dir.path(), "--out", out.path(), "--no-stacks", "--looks", "1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(testing::ListTraceFiles(out.path()).size(), 1u) << r.err;
   // Two jobs, one running and one ended: the running one.
   Simulate(dir, "ended", "");
   TempDir out2;
-  r = Cli({"dump", "--dir", dir.path(), "--out", out2.path(), "--no-stacks"});
+  r = Cli({"dump", "--dir", dir.path(), "--out", out2.path(), "--no-stacks", "--looks", "1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(testing::ListTraceFiles(out2.path()).size(), 1u) << r.err;
   kill(live, SIGKILL);
@@ -181,7 +181,9 @@ TEST(Cli, ThePlantedDefaultDumpFolderIsRefused) {
   kill(live, SIGKILL);
   waitpid(live, nullptr, 0);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(testing::ListTraceFiles(planted).size(), 1u) << r.err;
+  // Its two looks, each in a folder of its own made there: a file each.
+  EXPECT_EQ(testing::ListTraceFiles(planted).size(), 2u) << r.err;
+  EXPECT_TRUE(std::filesystem::is_directory(planted + "/first")) << r.err;
 }
 
 TEST(Cli, MessagesSayTheCause) {

@@ -341,8 +341,9 @@ TEST(Stages, EachRuleTakesItsCase) {
 
 // Ranks `untraced` are blocked in an all-reduce seen only on their stacks
 // (DDP's gradient all-reduce, untraced) after entering collectives #1-#3 on
-// world; the others are in barrier #4 there, or compute (`computing`).
-Diagnosis UntracedAgainstTraced(int n, const std::set<int32_t>& untraced, int32_t computing = -1) {
+// world; the others are in barrier #4 there (flagged by their watchdog,
+// unless `flagged` is false: then for 0.5 s), or compute (`computing`).
+Diagnosis UntracedAgainstTraced(int n, const std::set<int32_t>& untraced, int32_t computing = -1, bool flagged = true) {
   JobBuilder b(n);
   for (int32_t r = 0; r < n; ++r) {
     RankView& v = b.job.ranks[size_t(r)];
@@ -357,9 +358,51 @@ Diagnosis UntracedAgainstTraced(int n, const std::set<int32_t>& untraced, int32_
       b.SetEntered(r, 0, 3);
     } else {
       b.InColl(r, "dist.barrier", 4);
+      v.watchdog = flagged;
+      v.watchdog_timeout_s = 120;
+      v.current.seconds = flagged ? 120 : 0.5;
     }
   }
   return b.Run();
+}
+
+// Stacks say where a rank is, never since when: at one look, a wait they
+// show, or a mismatch they make with the traced ranks, is no evidence of a
+// hang (a job at work shows both for a moment). A traced wait past its
+// watchdog, a rank that cannot come, or a second look is.
+TEST(Stages, OneLookAtWaitsOnlyStacksShowNamesNoCulprit) {
+  {  // rank 0 in DDP's all-reduce, ranks 1-3 in the traced barrier for 0.5 s
+    Diagnosis d = UntracedAgainstTraced(4, {0}, -1, false);
+    EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+    EXPECT_TRUE(d.culprits.empty()) << d.summary;
+    EXPECT_NE(d.evidence.find("rank 0 is in calls only its stacks show, which say where, not since when"),
+              std::string::npos)
+        << d.evidence;
+  }
+  {  // the ranks in calls only stacks show: nothing traced waits
+    JobBuilder b(3);
+    for (int32_t r : {0, 1}) {
+      RankView& v = b.job.ranks[size_t(r)];
+      v.path = "f";
+      v.state = RankState::kInCall;
+      v.current = b.Call("c10d::ProcessGroupGloo::allreduce", fmt::Op::kAllreduce, 0, -1, 0);
+      v.current.from_stacks = true;
+      v.basis = Basis::kStacks;
+    }
+    b.job.ranks[2].path = "f";
+    Diagnosis d = b.Run();
+    EXPECT_EQ(d.verdict, Verdict::kUnknown) << d.summary;
+    EXPECT_TRUE(d.culprits.empty()) << d.summary;
+    // (Judged from the stacks alone: no traced rank is in a call.)
+    EXPECT_NE(d.summary.find("One look at a running job: stacks say where each rank is, not since when"),
+              std::string::npos)
+        << d.summary;
+    // The same with rank 2 stopped: it cannot come, whatever the time.
+    b.job.ranks[2].state = RankState::kStopped;
+    EXPECT_EQ(b.Run().verdict, Verdict::kHang) << b.Run().summary;
+  }
+  // Flagged by their watchdog: the traced ranks are stuck, the mismatch stands.
+  EXPECT_EQ(UntracedAgainstTraced(4, {0}, -1, true).verdict, Verdict::kMismatch);
 }
 
 TEST(Mismatches, ACollectiveOnTheStacksInPlaceOfTheTracedOneIsAMismatchNeverNeverEntered) {

@@ -93,7 +93,8 @@ std::string Status(pid_t pid, const std::string& key) {
 
 nlohmann::json Dump(const TempDir& dir, const std::string& out, std::vector<std::string> extra = {},
                     std::string* err = nullptr) {
-  std::vector<std::string> argv = {HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out};
+  // One look, into OUT/<host> (what each look of the default two holds).
+  std::vector<std::string> argv = {HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out, "--looks", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   ProgramResult r = RunProgram(argv, {}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -312,7 +313,8 @@ TEST(Dump, NeverWritesThroughAPlantedLinkNorCopiesWhatIsNotItsProcesses) {
   const std::string victim = secret_dir.path() + "/victim";
   std::ofstream(victim) << "untouched\n";
   ASSERT_EQ(symlink(victim.c_str(), (out.path() + "/" + host + "/node.json").c_str()), 0);
-  ProgramResult r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path()}, {}, 60);
+  ProgramResult r =
+      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path(), "--looks", "1"}, {}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(testing::ReadFileText(victim), "untouched\n") << "node.json was written through a link";
   struct stat st;
@@ -330,10 +332,19 @@ TEST(Dump, NeverWritesThroughAPlantedLinkNorCopiesWhatIsNotItsProcesses) {
   chmod(shared.path().c_str(), 0777);
   ASSERT_EQ(mkdir((shared.path() + "/" + host).c_str(), 0777), 0);
   chown((shared.path() + "/" + host).c_str(), 65534, 65534);
-  r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", shared.path()}, {}, 60);
+  r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", shared.path(), "--looks", "1"}, {}, 60);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("belongs to uid 65534"), std::string::npos) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(shared.path() + "/" + host));
+  // 5. A link planted where the first of two looks goes: refused, not followed.
+  TempDir shared2, elsewhere;
+  chmod(shared2.path().c_str(), 0777);
+  ASSERT_EQ(symlink(elsewhere.path().c_str(), (shared2.path() + "/first").c_str()), 0);
+  r = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", shared2.path()}, {}, 60);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/first is not a folder of its own (a link, or a file): refused"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  EXPECT_FALSE(std::filesystem::exists(shared2.path() + "/second")) << "a second look after a refused first";
 }
 
 TEST(Dump, SaysWhenThereIsNothingToDump) {
@@ -366,7 +377,7 @@ TEST(Dump, TheBatchScriptOfASlurmJobIsNoRank) {
                                                     {"SLURM_PROCID", "1"}, {"SLURM_NPROCS", "2"}});
   usleep(200 * 1000);  // each has exec'ed sleep
   ProgramResult r = RunProgram(
-      AsNobody({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}), {}, 30);
+      AsNobody({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks", "--looks", "1"}), {}, 30);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string node;
   for (const auto& e : std::filesystem::directory_iterator(out.path())) node = e.path().string() + "/node.json";
@@ -388,7 +399,7 @@ TEST(Dump, AProcessThatOnlyClaimsAJobInItsEnvironmentIsNotDumped) {
                                                        {"SLURM_PROCID", "2"}, {"SLURM_NPROCS", "4"}});
   usleep(200 * 1000);
   ProgramResult r =
-      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks"}, {}, 30);
+      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", job, "--out", out.path(), "--no-stacks", "--looks", "1"}, {}, 30);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("1 process(es) claim SLURM job " + job +
                        " in their environment but run neither under its slurmstepd nor as its user: not dumped"),

@@ -182,14 +182,15 @@ TEST(PythonMpi, LiveDumpOfAnMpi4pyHangNamesPythonFrames) {
   // ranks' rings to know how long it takes, one look cannot tell a hang
   // from a job at work; two where nobody moved can.
   TempDir first;
-  ProgramResult dump = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", first.path()}, {}, 60);
+  ProgramResult dump =
+      RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", first.path(), "--looks", "1"}, {}, 60);
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   Diagnosis one = Diagnose(LoadJob({first.path()}));
   EXPECT_EQ(VerdictName(one.verdict), "unknown") << one.summary;
   EXPECT_TRUE(one.culprits.empty()) << one.summary;
   EXPECT_NE(one.evidence.find("too new to their rings"), std::string::npos) << one.evidence;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  dump = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path()}, {}, 60);
+  dump = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path(), "--looks", "1"}, {}, 60);
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   EXPECT_EQ(dump.err.find("Python frames"), std::string::npos) << dump.err;
   Job j = LoadJob({out.path()});
@@ -385,7 +386,8 @@ TEST_P(PythonVersions, DumpReadsPythonFramesOfARunningAndAStoppedProcess) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     TempDir out;
-    ProgramResult dump = RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path()}, {}, 60);
+    ProgramResult dump =
+        RunProgram({HT_CLI, "dump", "--dir", dir.path(), "--job", "job", "--out", out.path(), "--looks", "1"}, {}, 60);
     ASSERT_EQ(dump.exit_code, 0) << dump.err;
     if (outside) EXPECT_EQ(dump.err.find("Python frames"), std::string::npos) << dump.err;
     else EXPECT_NE(dump.err.find("its own capture, taken on request, has them"), std::string::npos) << dump.err;

@@ -67,8 +67,9 @@
 #                         rank 2 skips a collective create_dataset; every
 #                         rank is placed at the program's own line
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
-#   torch-slow            rank 1 sleeps 20 s: two dumps (--earlier) never say
-#                         no-hang, and name the sleeping rank
+#   torch-slow            rank 1 sleeps 60 s: one look (stacks only) is
+#                         unknown, naming nobody; two (dump's default, or
+#                         --earlier) never say no-hang, and name the sleeping rank
 #   torch-ok              traced, runs to the end: no-hang, every call of
 #                         every rank in the trace
 #   fortran, fortran-f08  `use mpi` / `use mpi_f08` under Open MPI, traced:
@@ -641,12 +642,19 @@ case "$scenario" in
   torch-slow)
     torch_scenario=slow
     torch_job
-    dump_launcher "$work/dump1"
-    sleep 2
-    dump_launcher "$work/dump2"
-    analyze "$work/dump2" --earlier "$work/dump1"
+    # One look: stacks say where each rank is, not since when; nobody named.
+    "$hangtrace" dump -p "$(launcher mpirun)" --looks 1 --out "$work/one" 2> dump.err > /dev/null || fail "dump failed"
+    analyze "$work/one"
+    check verdict=unknown culprits= summary="One look at a running job"
+    # Two looks (dump's default): the second read against the first.
+    dump_launcher "$work/dump"
+    analyze "$work/dump"
+    grep -q "holds two looks at the job" analyze.err || fail "the two looks were not read as such: $(cat analyze.err)"
     check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
-    analyze "$work/dump2" --interval 1  # a dump does not move: refused
+    # Two dumps given apart: the folder of two looks stands for its newer one.
+    analyze "$work/dump" --earlier "$work/one"
+    check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
+    analyze "$work/dump" --interval 1  # a dump does not move: refused
     [ "$status" = 2 ] || fail "--interval on a dump: exit $status, want 2"
     ;;
   torch-ok)

@@ -29,7 +29,7 @@ usage: mpirun -n 4 python3 torch_hang.py SCENARIO
   abort      rank 1 aborts (SIGABRT) in step 2; the others fail or wait
   lock       rank 0 takes a file lock and enters an all-reduce; the others
              wait for the lock before theirs (a cycle through the lock)
-  slow       rank 1 sleeps 20 s in step 1, then every rank finishes
+  slow       rank 1 sleeps 60 s in step 1, then every rank finishes
   busy       healthy: every rank works 7.5 s with no call (its main thread
              waiting for a thread that computes, then for a subprocess that
              computes, then computing itself), then all-reduces and exits 0
@@ -205,7 +205,7 @@ def main():
             if step == 1:
                 hung()  # in place: the others wait while rank 1 sleeps
                 if rank == 1:
-                    time.sleep(20)
+                    time.sleep(60)  # long enough for every look the test takes on a loaded machine
             dist.all_reduce(t)
     else:
         sys.exit("unknown scenario " + scenario)
