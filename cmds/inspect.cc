@@ -273,7 +273,13 @@ int InspectCommand(int argc, char** argv) {
   HT_PARSE(app, argc, argv);
 
   int read_ok = 0, failed = 0;
-  for (const std::string& path : paths) {
+  for (std::string path : paths) {
+    // A dump of two looks: its newer one (both would show each process twice).
+    if (HoldsTwoLooks(path)) {
+      fprintf(stderr, "hangtrace inspect: %s holds two looks at the job: the second, %s/second (%s/first: the earlier)\n",
+              path.c_str(), path.c_str(), path.c_str());
+      path += "/second";
+    }
     std::string error;
     std::vector<std::string> files = FindTraceFiles(path, &error);
     if (!error.empty()) {

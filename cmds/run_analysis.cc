@@ -155,12 +155,6 @@ int AnalyzeEachRun(const AnalysisRequest& r, const Job& job) {
   return newest;
 }
 
-// A folder of two looks at one job (`hangtrace dump`'s OUT, srun-dump's,
-// an automatic report's round): its first/ and second/ both hold dumps.
-bool HoldsTwoLooks(const std::string& path) {
-  return !FindNodeDumps(path + "/first").empty() && !FindNodeDumps(path + "/second").empty();
-}
-
 }  // namespace
 
 int RunAnalysis(const AnalysisRequest& request) {

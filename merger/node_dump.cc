@@ -266,4 +266,8 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   return out;
 }
 
+bool HoldsTwoLooks(const std::string& path) {
+  return !FindNodeDumps(path + "/first").empty() && !FindNodeDumps(path + "/second").empty();
+}
+
 }  // namespace hangtrace

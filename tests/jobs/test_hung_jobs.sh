@@ -650,6 +650,9 @@ case "$scenario" in
     dump_launcher "$work/dump"
     analyze "$work/dump"
     grep -q "holds two looks at the job" analyze.err || fail "the two looks were not read as such: $(cat analyze.err)"
+    # inspect shows the newer look: each rank once.
+    "$hangtrace" inspect "$work/dump" > inspect.txt 2> inspect.err || fail "inspect failed: $(cat inspect.err)"
+    [ "$(grep -c '(untraced)$' inspect.txt)" = 4 ] || fail "inspect of two looks: $(grep -c '(untraced)$' inspect.txt) ranks, want 4"
     check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
     # Two dumps given apart: the folder of two looks stands for its newer one.
     analyze "$work/dump" --earlier "$work/one"
