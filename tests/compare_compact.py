@@ -37,7 +37,7 @@ def timeless(v, key=""):
 
 
 def report(hangtrace, trace_dir, job, out, full):
-    dump = [hangtrace, "dump", "--dir", trace_dir, "--job", job, "--no-stacks", "--quiet", "--out", out]
+    dump = [hangtrace, "dump", "--dir", trace_dir, "--job", job, "--no-stacks", "--quiet", "--looks", "1", "--out", out]
     r = subprocess.run(dump + (["--full"] if full else []), capture_output=True, text=True)
     if r.returncode not in (0, 3):
         return None, "dump%s failed (%d): %s" % (" --full" if full else "", r.returncode, r.stderr.strip()[:300])
