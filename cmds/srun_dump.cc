@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <cstring>
@@ -136,11 +137,14 @@ int SrunDumpCommand(int argc, char** argv) {
   Capture({"scontrol", "show", "config"}, 30, &cfg_out, &cfg_err);
   bool gpu_gres = cfg_out.find("GresTypes") != std::string::npos &&
                   cfg_out.find("gpu", cfg_out.find("GresTypes")) < cfg_out.find('\n', cfg_out.find("GresTypes"));
-  // Dumps every node into `folder`; the nodes that did not answer.
-  auto dump_into = [&](const std::string& folder) {
+  // Dumps the nodes `asked` into `folder`; those of them that did not answer.
+  auto dump_into = [&](const std::string& folder, const std::vector<std::string>& asked) {
     std::filesystem::create_directories(folder, ec);
+    std::string asked_list;
+    for (const std::string& n : asked) asked_list += (asked_list.empty() ? "" : ",") + n;
     std::vector<std::string> cmd = {"srun", "--jobid=" + jobid, "--overlap", "--ntasks-per-node=1",
-                                    "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + nodelist,
+                                    "--nodes=" + std::to_string(asked.size()),
+                                    "--nodelist=" + (asked.size() == nodes.size() ? nodelist : asked_list),
                                     "--mpi=none", "--kill-on-bad-exit=0", "--quiet", "--export=ALL,HANGTRACE_OFF=1"};
     if (gpu_gres) cmd.push_back("--gres=gpu:0");  // no GPU is needed, and none may be free
     for (const std::string& a : {SelfPath(), std::string("dump"), std::string("--job"), jobid, std::string("--out"),
@@ -161,7 +165,7 @@ int SrunDumpCommand(int argc, char** argv) {
       for (const auto& e : std::filesystem::directory_iterator(folder, walk_ec)) {
         done += std::filesystem::exists(e.path() / "node.json", walk_ec);
       }
-      fprintf(stderr, "\rhangtrace srun-dump: %zu of %zu node(s) dumped, %.0f s of %.0f", done, nodes.size(), spent,
+      fprintf(stderr, "\rhangtrace srun-dump: %zu of %zu node(s) dumped, %.0f s of %.0f", done, asked.size(), spent,
               node_timeout);
       progress_shown = true;
     };
@@ -188,7 +192,7 @@ int SrunDumpCommand(int argc, char** argv) {
     }
     // Which nodes answered.
     std::vector<std::string> silent;
-    for (const std::string& n : nodes) {
+    for (const std::string& n : asked) {
       bool found = std::filesystem::exists(folder + "/" + n + "/node.json");
       if (!found) {  // a node whose hostname is longer than its SLURM name (FQDN)
         for (const auto& e : std::filesystem::directory_iterator(folder, ec)) {
@@ -201,16 +205,28 @@ int SrunDumpCommand(int argc, char** argv) {
     return silent;
   };
   const std::string second = looks == 2 ? out + "/second" : out;
-  std::vector<std::string> silent;
+  std::vector<std::string> silent, asked = nodes;
   if (looks == 2) {
-    const std::vector<std::string> first_silent = dump_into(out + "/first");
-    if (first_silent.size() == nodes.size()) {
+    silent = dump_into(out + "/first", nodes);
+    if (silent.size() == nodes.size()) {
       fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);
       return kExitCouldNot;
     }
+    // A node silent at the first look is not asked again: it would hold the
+    // second look for the whole --node-timeout, and its ranks are missing
+    // from the analysis either way.
+    if (!silent.empty()) {
+      asked.clear();
+      std::string names;
+      for (const std::string& n : nodes) {
+        if (std::find(silent.begin(), silent.end(), n) == silent.end()) asked.push_back(n);
+        else names += (names.empty() ? "" : ",") + n;
+      }
+      fprintf(stderr, "hangtrace srun-dump: the second look skips node(s) %s, silent at the first\n", names.c_str());
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(settle));
   }
-  silent = dump_into(second);
+  for (const std::string& n : dump_into(second, asked)) silent.push_back(n);
   const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (silent.size() == nodes.size()) {
     fprintf(stderr, "hangtrace srun-dump: no node answered within %.0f s; nothing to analyze\n", node_timeout);

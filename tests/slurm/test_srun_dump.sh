@@ -147,6 +147,10 @@ kill -CONT "$slurmd4"
 cat "$work/report2.err" | head -5
 grep -q 'node4' "$work/report2.txt" "$work/report2.err" || fail "the silent node is not named"
 grep -q '3 of 4 node(s) answered' "$work/report2.err" || fail "the partial result was not analyzed"
+# Silent at the first look, it is not asked for the second (which it would
+# hold for the whole --node-timeout).
+grep -q 'the second look skips node(s) node4, silent at the first' "$work/report2.err" ||
+  fail "the second look waited for the silent node again"
 grep -q '^hangtrace: HANG: rank 3 never entered' "$work/report2.txt" || fail "rank 3 is not the verdict without node4"
 # Node4's ranks (6, 7) are not seen: the culprit stays rank 3, they are named
 # apart, not blamed (as when a node is lost after the hang).
