@@ -1363,10 +1363,14 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
     const size_t all = out.with_trace.Count() + out.from_stacks.Count();
     auto who = [&](const RankSet& r) { return r.Count() == all ? std::string("every rank") : r.Named(); };
     std::string how;
-    if (!deaths.exited.Empty()) {
-      how = who(deaths.exited) + " exited (status " + deaths.exit_codes + ") from inside " +
-            (deaths.exited.Count() == 1 ? "its call" : "their calls") + " (another thread ended " +
-            (deaths.exited.Count() == 1 ? "it" : "them") + ": a lost launcher?)";
+    // The ranks that exited with a failure before the others were ended
+    // began the tear-down (their culprit line says so): not torn down.
+    RankSet torn_exits = deaths.exited;
+    for (int32_t r : deaths.failed_first.Ranks()) torn_exits.Remove(r);
+    if (!torn_exits.Empty()) {
+      how = who(torn_exits) + " exited (status " + deaths.exit_codes + ") from inside " +
+            (torn_exits.Count() == 1 ? "its call" : "their calls") + " (another thread ended " +
+            (torn_exits.Count() == 1 ? "it" : "them") + ": a lost launcher?)";
     }
     if (!deaths.ended.Empty()) {
       how += std::string(how.empty() ? "" : "; ") + who(deaths.ended) + " ended by SIGTERM" +
@@ -1375,7 +1379,7 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
     if (!deaths.killed.Empty()) {
       how += std::string(how.empty() ? "" : "; ") + who(deaths.killed) + " died without an exit record";
     }
-    out.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
+    if (!how.empty()) out.notes.push_back("then the job was torn down: " + how + ", by " + ClockTime(deaths.last_ns));
   }
   // One look is not proof: a slow job looks the same. Say how long the
   // ranks have waited and how to tell; after the job ended, how long they
@@ -1565,19 +1569,24 @@ Diagnosis Diagnose(const Job& job, const Job* earlier) {
     RankSet c;
     for (const Culprit& k : d.culprits) c.Add(k.rank);
     const Group* victims = nullptr;
-    size_t in_call = 0;
+    size_t in_call = 0;  // less the ranks that ended the job themselves (exited inside their call)
     for (const Group& g : d.groups) {
       if (g.state != RankState::kInCall) continue;
-      in_call += g.ranks.Count();
+      for (int32_t r : g.ranks.Ranks()) in_call += !deaths.failed_first.Contains(r);
       if (g.ranks.Contains(c.First())) continue;
       bool waits = false;
       for (int32_t r : c.Ranks()) waits |= g.waiting_for.Contains(r);
       if (waits && (!victims || g.ranks.Count() > victims->ranks.Count())) victims = &g;
     }
     if (victims) {
-      d.notes.push_back(std::to_string(in_call) + " of " + std::to_string(job.world_size) + " ranks are stuck; " +
-                        (victims->ranks.Count() == 1 ? "rank " + victims->ranks.ToString() + " waits in "
-                                                     : "ranks " + victims->ranks.Brief() + " wait in ") +
+      // An ended job: where its ranks were when it ended (torn down seconds
+      // or hours into its hang, or at once after a rank failed).
+      const bool one = victims->ranks.Count() == 1;
+      const std::string who = one ? "rank " + victims->ranks.ToString() : "ranks " + victims->ranks.Brief();
+      const std::string of = std::to_string(in_call) + " of " + std::to_string(job.world_size);
+      d.notes.push_back((d.ended ? "when the job ended, " + of + " ranks were in calls; " + who +
+                                       (one ? " was waiting in " : " were waiting in ")
+                                 : of + " ranks are stuck; " + who + (one ? " waits in " : " wait in ")) +
                         DescribeCall(job, victims->call) + WhereInProgram(job, victims->user_frame));
     }
   }

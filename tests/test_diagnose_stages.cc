@@ -663,6 +663,14 @@ TEST(Stages, AFailureExitInsideACallBeforeTheLaunchersSigtermIsTheCrash) {
   for (const Culprit& c : d.culprits) named.insert(c.rank);
   EXPECT_EQ(named, (std::set<int32_t>{0, 2})) << d.summary;
   EXPECT_EQ(d.summary.find("nothing was hung"), std::string::npos) << d.summary;
+  // How it ended: ranks 1,3 by mpirun's SIGTERM. Ranks 0,2 began it (their
+  // culprit lines say so): never "torn down", "a lost launcher" or "stuck".
+  std::string notes;
+  for (const std::string& n : d.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("then the job was torn down: ranks 1,3 ended by SIGTERM from mpirun (pid 9)"), std::string::npos)
+      << notes;
+  EXPECT_EQ(notes.find("lost launcher"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("stuck"), std::string::npos) << notes;
 }
 
 TEST(Stages, TheVerdictSaysEachCulpritsOwnReason) {
