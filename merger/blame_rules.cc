@@ -10,6 +10,11 @@
 namespace hangtrace::diagnose {
 namespace {
 
+// Where a rank is, said in the tense of its process: "now in" while it
+// runs; "when it ended, in" once it has (a job looked at after it was torn
+// down).
+std::string NowIn(const RankView& v) { return v.ending == Ending::kRunning ? "now in " : "when it ended, in "; }
+
 // What shows a rank stopped: its process state (T, read from /proc or the
 // dump), else its runtime's heartbeat silent while the others' beat.
 std::string WhyStopped(const RankView& v) {
@@ -187,7 +192,7 @@ void WaitsForNobodyBlame(BlameContext& ctx, int comp) {
               (v.side_call.valid ? " (another thread of it is in " + DescribeCall(ctx.job, v.side_call) +
                                        ", begun under a second ago: its calls keep completing)"
                                  : std::string()) +
-              (v.idle_frame >= 0 ? ", now in " + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text())
+              (v.idle_frame >= 0 ? ", " + NowIn(v) + Shortened(ctx.job.frames[size_t(v.idle_frame)].Text())
                : v.stacks.empty() ? std::string(" (no stacks say whether it computes or waits in a call hangtrace "
                                                 "does not trace: hangtrace dump reads them)")
                                   : std::string());
@@ -719,7 +724,7 @@ bool BlameByStepOrder(BlameContext& ctx, const RankView& v, const RankSet& in_sc
                              std::to_string(peer) + " went on to it " +
                              (recv ? "without sending" : "without receiving") + ")";
   ctx.Blame(peer, peer_side + either);
-  ctx.Blame(v.rank, ctx.NeverEntered(v.rank) + "; now in " + call + either);
+  ctx.Blame(v.rank, ctx.NeverEntered(v.rank) + "; " + NowIn(v) + call + either);
   return true;
 }
 
@@ -790,7 +795,7 @@ void SkippedIntoP2pBlame(BlameContext& ctx, int comp) {
         continue;
       }
       if (BlameByStepOrder(ctx, v, in_scc)) continue;
-      ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(ctx.job, v.current) + WildcardRace(ctx.job, v));
+      ctx.Blame(r, ctx.NeverEntered(r) + "; " + NowIn(v) + DescribeCall(ctx.job, v.current) + WildcardRace(ctx.job, v));
     }
   }
 }
@@ -878,7 +883,7 @@ bool WeighCollectiveOrder(BlameContext& ctx, int comp, const std::map<int32_t, i
   bool named = false;
   for (const auto& [r, sc] : score) {
     if (sc != best || best == 0) continue;
-    ctx.Blame(r, ctx.NeverEntered(r) + "; now in " + DescribeCall(job, job.ranks[size_t(r)].current));
+    ctx.Blame(r, ctx.NeverEntered(r) + "; " + NowIn(job.ranks[size_t(r)]) + DescribeCall(job, job.ranks[size_t(r)].current));
     named = true;
   }
   return named;
