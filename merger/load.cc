@@ -15,52 +15,13 @@
 namespace hangtrace {
 namespace {
 
+using load::NodeDumps;
 using load::Partial;
 using load::SharedJob;
 
-// The node.json beside trace files (a dump folder), read once per folder.
-class DumpCache {
- public:
-  // The dump's record of `pid`, if the file's folder is a dump's. A worker
-  // remembers the folder of its last file: files come sorted, so the lock
-  // is taken once per folder and worker, not once per file.
-  const NodeProcess* Find(const std::string& trace_path, int32_t pid, Partial* out) {
-    std::string folder = trace_path.substr(0, trace_path.find_last_of('/'));
-    if (!out->dump || folder != out->dump_folder) {
-      out->dump = &Of(folder);
-      out->dump_folder = std::move(folder);
-    }
-    auto found = out->dump->find(pid);
-    return found == out->dump->end() ? nullptr : &found->second;
-  }
-
- private:
-  const std::unordered_map<int32_t, NodeProcess>& Of(const std::string& folder) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto [it, fresh] = dumps_.emplace(folder, std::unordered_map<int32_t, NodeProcess>());
-    if (fresh) {
-      NodeDump node;
-      std::string error;
-      if (ReadNodeDump(folder, &node, &error)) {
-        for (NodeProcess& p : node.processes) it->second[p.pid] = std::move(p);
-      } else if (!error.empty()) {
-        warnings_.push_back(folder + "/" + kNodeFile + ": " + error + "; its stacks are ignored");
-      }
-    }
-    return it->second;  // a node of an unordered_map: stays where it is
-  }
-
- public:
-  std::vector<std::string> warnings_;
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, std::unordered_map<int32_t, NodeProcess>> dumps_;
-};
-
 // One file's snapshot through the per-file stages.
 void LoadSnapshot(const std::string& path, const TraceSnapshot& s, const LoadOptions& options, SharedJob* shared,
-                  DumpCache* dumps, Partial* out) {
+                  NodeDumps* dumps, Partial* out) {
   for (const std::string& w : s.warnings) out->warnings.push_back(path + ": " + w);
   JobFiles& of_job = out->jobs[BoundedString(s.process.job, sizeof(s.process.job))];
   if (of_job.files++ == 0) of_job.example = path;
@@ -82,7 +43,7 @@ void LoadSnapshot(const std::string& path, const TraceSnapshot& s, const LoadOpt
 }
 
 // One file: read, then its snapshot's stages.
-void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* shared, DumpCache* dumps,
+void LoadFile(const std::string& path, const LoadOptions& options, SharedJob* shared, NodeDumps* dumps,
               Partial* out) {
   std::string err;
   ReadOptions opts;
@@ -176,17 +137,48 @@ void NameWindowsAndFiles(Job* job) {
 
 }  // namespace
 
+namespace load {
+
+const NodeProcess* NodeDumps::Find(const std::string& trace_path, int32_t pid, Partial* out) {
+  std::string folder = trace_path.substr(0, trace_path.find_last_of('/'));
+  if (!out->dump || folder != out->dump_folder) {
+    out->dump = &Of(folder);
+    out->dump_folder = std::move(folder);
+  }
+  auto found = out->dump->by_pid.find(pid);
+  return found == out->dump->by_pid.end() ? nullptr : &out->dump->node.processes[found->second];
+}
+
+const FolderDump& NodeDumps::Of(const std::string& folder) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = dumps_.emplace(folder, FolderDump());
+  if (fresh) {
+    FolderDump& d = it->second;
+    std::string error;
+    if (ReadNodeDump(folder, &d.node, &error)) {
+      d.read = true;
+      for (size_t i = 0; i < d.node.processes.size(); ++i) d.by_pid[d.node.processes[i].pid] = i;
+    } else if (!error.empty()) {
+      warnings.push_back(folder + "/" + kNodeFile + ": " + error + "; its stacks are ignored");
+    }
+  }
+  return it->second;
+}
+
+}  // namespace load
+
 Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   Job job;
   job.owners = FrameOwners(options.user_paths);
-  std::vector<std::string> files;
+  std::vector<std::string> files, dump_folders;
   std::vector<NoRoomMarker> no_room;
+  // One listing of each path: trace files, no-room markers, dump folders.
   for (const std::string& p : paths) {
     std::string err;
-    const size_t markers = no_room.size();
-    std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings, &no_room);
+    const size_t markers = no_room.size(), dumps_before = dump_folders.size();
+    std::vector<std::string> found = FindTraceFiles(p, &err, &job.warnings, &no_room, &dump_folders);
     if (!err.empty()) job.warnings.push_back(err);
-    else if (found.empty() && no_room.size() == markers && FindNodeDumps(p).empty()) {
+    else if (found.empty() && no_room.size() == markers && dump_folders.size() == dumps_before) {
       job.warnings.push_back(p + ": no trace files (*.htrace)");
     }
     files.insert(files.end(), found.begin(), found.end());
@@ -198,7 +190,7 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   // and a growing vector moved 131,072 of them around.
   for (Partial& part : parts) part.ranks.reserve(files.size() / size_t(nthreads) + files.size() / 16 + 16);
   SharedJob shared{&job, {}};
-  DumpCache dumps;
+  NodeDumps dumps;
   std::atomic<size_t> next{0};
   auto work = [&](Partial* part) {
     const bool reports = part == &parts[0] && options.progress;
@@ -215,7 +207,8 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
   for (int t = 1; t < nthreads; ++t) pool.emplace_back(work, &parts[size_t(t)]);
   work(&parts[0]);
   for (auto& t : pool) t.join();
-  job.warnings.insert(job.warnings.end(), dumps.warnings_.begin(), dumps.warnings_.end());
+  job.warnings.insert(job.warnings.end(), dumps.warnings.begin(), dumps.warnings.end());
+  const size_t dump_warnings_said = dumps.warnings.size();
 
   // Merge the workers' findings.
   for (const NoRoomMarker& m : no_room) {
@@ -301,7 +294,8 @@ Job LoadJob(const std::vector<std::string>& paths, const LoadOptions& options) {
     slot.pid = m.pid;
     slot.blind = "not traced (no room in the trace folder for a trace file)";
   }
-  load::AddUntracedRanks(paths, &job);
+  load::AddUntracedRanks(dump_folders, &dumps, &job);
+  job.warnings.insert(job.warnings.end(), dumps.warnings.begin() + long(dump_warnings_said), dumps.warnings.end());
   NameUnlabeledComms(&job);
   FinishStacks(&job);
   load::DecideRankStates(&job);

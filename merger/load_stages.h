@@ -39,6 +39,13 @@ struct SharedJob {
   }
 };
 
+// A dump folder's node.json, read once, and its processes by pid.
+struct FolderDump {
+  NodeDump node;
+  std::unordered_map<int32_t, size_t> by_pid;  // index into node.processes
+  bool read = false;                           // false: none there, or unreadable (a warning says)
+};
+
 // What one reader thread found, merged at the end (no lock per record).
 struct Partial {
   std::vector<RankView> ranks;
@@ -49,9 +56,26 @@ struct Partial {
   size_t files = 0;
   std::map<std::string, JobFiles> jobs;
   std::map<std::string, RunFiles> runs;
-  // The node.json processes of the folder of this worker's last file.
+  // The dump of the folder of this worker's last file (NodeDumps).
   std::string dump_folder;
-  const std::unordered_map<int32_t, NodeProcess>* dump = nullptr;
+  const FolderDump* dump = nullptr;
+};
+
+// The dumps' node.json files of one load, each read once: by the first
+// reader thread that meets a trace file in its folder, or by
+// AddUntracedRanks for a folder of untraced processes alone.
+class NodeDumps {
+ public:
+  // The dump's record of `pid`, if the file's folder is a dump's. A worker
+  // remembers the folder of its last file: files come sorted, so the lock
+  // is taken once per folder and worker, not once per file.
+  const NodeProcess* Find(const std::string& trace_path, int32_t pid, Partial* out);
+  const FolderDump& Of(const std::string& folder);
+  std::vector<std::string> warnings;
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, FolderDump> dumps_;  // nodes stay where they are
 };
 
 // --- ReadFacts ---------------------------------------------------------------------------
@@ -94,7 +118,8 @@ std::vector<const Event*> RecordsScanNeedsBefore(const TraceSnapshot& s, const s
 
 void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* shared, RankView* v);
 
-void AddUntracedRanks(const std::vector<std::string>& paths, Job* job);
+// The ranks of `dump_folders` (FindTraceFiles's) that have no trace file.
+void AddUntracedRanks(const std::vector<std::string>& dump_folders, NodeDumps* dumps, Job* job);
 
 // --- DecideRankStates --------------------------------------------------------------------
 

@@ -81,78 +81,75 @@ void AttachStacks(const TraceSnapshot& s, const NodeProcess* dumped, SharedJob* 
 }
 
 // Ranks a dump found without a trace file: from their environment and stacks.
-void AddUntracedRanks(const std::vector<std::string>& paths, Job* job) {
-  bool dump = false;
-  for (const std::string& p : paths) {
-    for (const std::string& folder : FindNodeDumps(p)) {
-      dump = true;
-      NodeDump node;
-      std::string error;
-      if (!ReadNodeDump(folder, &node, &error)) continue;  // said by the loader of its trace files
-      // A rank's own processes that are no ranks go to their rank, once
-      // every rank of the node has its place.
-      std::vector<const NodeProcess*> children;
-      for (const NodeProcess& np : node.processes) {
-        if (np.child_of) {
-          children.push_back(&np);
-          continue;
-        }
-        if (!np.trace.empty()) continue;
-        const std::string where = folder + "/" + kNodeFile + ": pid " + std::to_string(np.pid);
-        if (np.rank < 0) {
-          job->warnings.push_back(where + " has no rank in its environment and no trace file; skipped");
-          continue;
-        }
-        if (np.rank >= kMaxRanks || np.world_size > kMaxRanks) {
-          job->warnings.push_back(where + ": rank " + std::to_string(np.rank) + " is beyond what hangtrace analyzes; skipped");
-          continue;
-        }
-        const int32_t size = std::max(np.world_size, np.rank + 1);
-        if (size > job->world_size) {
-          job->ranks.resize(size_t(size));
-          for (int32_t r = job->world_size; r < size; ++r) job->ranks[size_t(r)].rank = r;
-          job->world_size = size;
-        }
-        RankView& slot = job->ranks[size_t(np.rank)];
-        if (!slot.path.empty()) {
-          // A traced process holds the rank: this one (a wrapper shell, a
-          // child with the rank's environment) is shown beside it.
-          slot.also.push_back("pid " + std::to_string(np.pid) + " on " + node.host + " (untraced, in " + where + ")");
-          continue;
-        }
-        RankView v;
-        v.rank = np.rank;
-        v.host = node.host;
-        v.pid = np.pid;
-        v.path = folder + "/" + kNodeFile;
-        v.from_stacks = true;
-        v.rank_from = np.rank_from;
-        v.dump_state = np.state_before;
-        v.liveness = np.liveness;
-        if (np.state_before == "T" || np.state_before == "t") v.liveness = Liveness::kStopped;
-        if (v.liveness == Liveness::kGone || v.liveness == Liveness::kZombie) v.ending = Ending::kKilled;
-        v.dead = v.ending == Ending::kKilled;
-        for (const NodeThread& th : np.threads) {
-          if (!th.frames.empty()) v.stacks.push_back(FromNode(job, th));
-        }
-        slot = std::move(v);
+void AddUntracedRanks(const std::vector<std::string>& dump_folders, NodeDumps* dumps, Job* job) {
+  const bool dump = !dump_folders.empty();
+  for (const std::string& folder : dump_folders) {
+    const FolderDump& read = dumps->Of(folder);
+    if (!read.read) continue;  // said by NodeDumps
+    const NodeDump& node = read.node;
+    // A rank's own processes that are no ranks go to their rank, once
+    // every rank of the node has its place.
+    std::vector<const NodeProcess*> children;
+    for (const NodeProcess& np : node.processes) {
+      if (np.child_of) {
+        children.push_back(&np);
+        continue;
       }
-      for (const NodeProcess* np : children) {
-        if (np->child_of_rank < 0 || np->child_of_rank >= job->world_size) continue;
-        RankView& parent = job->ranks[size_t(np->child_of_rank)];
-        if (parent.pid != np->child_of) continue;  // of a process that is not the rank's (a claimant's)
-        ChildProcess c;
-        c.pid = np->pid;
-        c.cmdline = np->cmdline;
-        c.name = c.cmdline.substr(0, c.cmdline.find(' '));
-        c.name = c.name.substr(c.name.find_last_of('/') + 1);
-        c.state = np->state_before;
-        c.error = np->error;
-        for (const NodeThread& th : np->threads) {
-          if (!th.frames.empty()) c.stacks.push_back(FromNode(job, th));
-        }
-        parent.children.push_back(std::move(c));
+      if (!np.trace.empty()) continue;
+      const std::string where = folder + "/" + kNodeFile + ": pid " + std::to_string(np.pid);
+      if (np.rank < 0) {
+        job->warnings.push_back(where + " has no rank in its environment and no trace file; skipped");
+        continue;
       }
+      if (np.rank >= kMaxRanks || np.world_size > kMaxRanks) {
+        job->warnings.push_back(where + ": rank " + std::to_string(np.rank) + " is beyond what hangtrace analyzes; skipped");
+        continue;
+      }
+      const int32_t size = std::max(np.world_size, np.rank + 1);
+      if (size > job->world_size) {
+        job->ranks.resize(size_t(size));
+        for (int32_t r = job->world_size; r < size; ++r) job->ranks[size_t(r)].rank = r;
+        job->world_size = size;
+      }
+      RankView& slot = job->ranks[size_t(np.rank)];
+      if (!slot.path.empty()) {
+        // A traced process holds the rank: this one (a wrapper shell, a
+        // child with the rank's environment) is shown beside it.
+        slot.also.push_back("pid " + std::to_string(np.pid) + " on " + node.host + " (untraced, in " + where + ")");
+        continue;
+      }
+      RankView v;
+      v.rank = np.rank;
+      v.host = node.host;
+      v.pid = np.pid;
+      v.path = folder + "/" + kNodeFile;
+      v.from_stacks = true;
+      v.rank_from = np.rank_from;
+      v.dump_state = np.state_before;
+      v.liveness = np.liveness;
+      if (np.state_before == "T" || np.state_before == "t") v.liveness = Liveness::kStopped;
+      if (v.liveness == Liveness::kGone || v.liveness == Liveness::kZombie) v.ending = Ending::kKilled;
+      v.dead = v.ending == Ending::kKilled;
+      for (const NodeThread& th : np.threads) {
+        if (!th.frames.empty()) v.stacks.push_back(FromNode(job, th));
+      }
+      slot = std::move(v);
+    }
+    for (const NodeProcess* np : children) {
+      if (np->child_of_rank < 0 || np->child_of_rank >= job->world_size) continue;
+      RankView& parent = job->ranks[size_t(np->child_of_rank)];
+      if (parent.pid != np->child_of) continue;  // of a process that is not the rank's (a claimant's)
+      ChildProcess c;
+      c.pid = np->pid;
+      c.cmdline = np->cmdline;
+      c.name = c.cmdline.substr(0, c.cmdline.find(' '));
+      c.name = c.name.substr(c.name.find_last_of('/') + 1);
+      c.state = np->state_before;
+      c.error = np->error;
+      for (const NodeThread& th : np->threads) {
+        if (!th.frames.empty()) c.stacks.push_back(FromNode(job, th));
+      }
+      parent.children.push_back(std::move(c));
     }
   }
   // A dump holds what its nodes sent: a rank it lacks was on a node that

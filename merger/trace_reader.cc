@@ -791,7 +791,8 @@ bool ParseNoRoomMarker(const std::string& path, NoRoomMarker* out) {
 }
 
 std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
-                                        std::vector<std::string>* warnings, std::vector<NoRoomMarker>* no_room) {
+                                        std::vector<std::string>* warnings, std::vector<NoRoomMarker>* no_room,
+                                        std::vector<std::string>* dump_folders) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   auto warn = [&](const std::string& w) {
@@ -854,6 +855,13 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
       }
       continue;
     }
+    // A dump's node.json (the name node_dump.h's kNodeFile gives it), in
+    // the path or one level down: its folder is a dump's.
+    if (dump_folders && it.depth() <= 1 && !link && p.filename() == "node.json" && it->is_regular_file(ec)) {
+      dump_folders->push_back(it.depth() == 0 ? path : p.parent_path().string());
+      continue;
+    }
+    ec.clear();
     if (p.extension() == fmt::kNoRoomSuffix) {
       NoRoomMarker m;
       if (no_room && !link && ParseNoRoomMarker(p.string(), &m)) no_room->push_back(std::move(m));
@@ -872,6 +880,7 @@ std::vector<std::string> FindTraceFiles(const std::string& path, std::string* er
     }
   }
   std::sort(out.begin(), out.end());
+  if (dump_folders) std::sort(dump_folders->begin(), dump_folders->end());
   return out;
 }
 

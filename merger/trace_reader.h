@@ -208,10 +208,14 @@ struct NoRoomMarker {
 // The marker a file name describes; false when it is none.
 bool ParseNoRoomMarker(const std::string& path, NoRoomMarker* out);
 
-// `no_room`, when given, collects the markers found beside the files.
+// `no_room`, when given, collects the markers found beside the files;
+// `dump_folders` the folders that hold a dump's node.json (the path itself
+// and its subfolders one level down, as FindNodeDumps finds them), from the
+// same listing.
 std::vector<std::string> FindTraceFiles(const std::string& path, std::string* error,
                                         std::vector<std::string>* warnings = nullptr,
-                                        std::vector<NoRoomMarker>* no_room = nullptr);
+                                        std::vector<NoRoomMarker>* no_room = nullptr,
+                                        std::vector<std::string>* dump_folders = nullptr);
 
 // What /proc says of the process that wrote a snapshot. Only decidable for a
 // file written on this machine since its last boot: otherwise kUnknown (a
