@@ -1433,7 +1433,7 @@ void CommonNotes(const Job& job, const Deaths& deaths, Diagnosis* d) {
       if (job.ranks[size_t(c.rank)].state == RankState::kCompute) computing.Add(c.rank);
     }
     if (!computing.Empty()) {
-      out.notes.push_back("no rank moved between the two looks, but " + computing.Named() +
+      out.notes.push_back("no rank in a call moved between the two looks, but " + computing.Named() +
                           (computing.Count() == 1 ? " is" : " are") +
                           " outside any call: if it only computes slowly, the others will go on (look again later)");
     }

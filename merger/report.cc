@@ -266,7 +266,7 @@ std::string TextReport(const Job& job, const Diagnosis& d) {
   }
   if (d.compared) {
     out += "\nprogress since the earlier snapshot: " +
-           (d.progressing.Empty() ? std::string("no rank moved") : "ranks " + d.progressing.ToString() + " moved") + "\n";
+           (d.progressing.Empty() ? std::string("no rank moved") : d.progressing.Named() + " moved") + "\n";
   }
   std::vector<std::string> pending;
   for (const RankView& v : job.ranks) {

@@ -135,6 +135,14 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
   // A rank that cannot come while others wait (stopped, or its process
   // gone): a hang whatever the time, seen at one look.
   bool stuck_for_sure = false;
+  RankSet outside;  // suspects in no communication call (computing, sleeping)
+  RankSet moved_outside;  // ranks in no communication call that moved between two looks: at work
+  for (const Group& g : d.groups) {
+    if (g.state != RankState::kCompute || g.basis != Basis::kStacks) continue;
+    for (int32_t r : g.ranks.Ranks()) {
+      if (d.progressing.Contains(r)) moved_outside.Add(r);
+    }
+  }
   for (const Group& g : d.groups) {
     std::string why;
     if (g.state == RankState::kStopped) why = "stopped (state T)";
@@ -146,10 +154,12 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       stuck_for_sure |= g.state == RankState::kStopped || g.state == RankState::kGone;
     }
     for (int32_t r : g.ranks.Ranks()) {
-      if (suspects.Contains(r)) continue;
+      // A rank that moved between two looks works: never a culprit.
+      if (suspects.Contains(r) || d.progressing.Contains(r)) continue;
       const RankView& v = job.ranks[size_t(r)];
       d.culprits.push_back({r, v.host, v.pid, why + " (from stacks)"});
       suspects.Add(r);
+      if (g.state == RankState::kCompute) outside.Add(r);
     }
   }
 
@@ -220,6 +230,22 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     d.summary = basis + list + ". One look at a running job: stacks say where each rank is, not since when, and a "
                 "job at work looks like this too: dump again a few seconds later and give the first with --earlier "
                 "(hangtrace analyze NEW --earlier OLD; hangtrace dump looks twice by default)";
+  } else if (d.compared && !d.ended && !lock_cycle && !stuck_for_sure &&
+             ((!outside.Empty() && outside.Count() == suspects.Count()) ||
+              (suspects.Empty() && !moved_outside.Empty()))) {
+    // Two looks, the ranks in calls still there, and the ranks they wait
+    // for outside any communication call at both: a rank that computes a
+    // long step, or pauses, looks the same for the seconds between the
+    // looks as one that never comes back. Stacks give no duration (a trace
+    // would: how long each call usually waits), so nobody is named.
+    d.verdict = Verdict::kUnknown;
+    d.culprits.clear();
+    const RankSet& who = outside.Empty() ? moved_outside : outside;
+    d.summary = basis + list + ". Two looks: the ranks in calls did not move, and " + who.Named() +
+                (who.Count() == 1 ? " was" : " were") + " outside any communication call" +
+                (outside.Empty() ? " and moved (at work)" : " at both") +
+                "; stacks say where, not since when, and a long step or a pause looks like this too: look again "
+                "later (hangtrace dump --settle 30), or trace the job (hangtrace run) for how long its calls wait";
   } else {
     d.verdict = lock_cycle ? Verdict::kDeadlock : Verdict::kHang;
     // Every rank in one receive: nobody sends. In one collective (or one
