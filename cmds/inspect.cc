@@ -279,6 +279,10 @@ int InspectCommand(int argc, char** argv) {
       fprintf(stderr, "hangtrace inspect: %s holds two looks at the job: the second, %s/second (%s/first: the earlier)\n",
               path.c_str(), path.c_str(), path.c_str());
       path += "/second";
+    } else if (HoldsOnlyAFirstLook(path)) {
+      fprintf(stderr, "hangtrace inspect: %s holds one look, %s/first: its second never came\n", path.c_str(),
+              path.c_str());
+      path += "/first";
     }
     std::string error;
     std::vector<std::string> files = FindTraceFiles(path, &error);

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <set>
 #include <thread>
 
 #include "cmds/commands.h"
@@ -172,6 +174,13 @@ int RunAnalysis(const AnalysisRequest& request) {
       fprintf(stderr, "%s: %s holds two looks at the job: %s/second, read against %s/first\n", cmd, folder.c_str(),
               folder.c_str(), folder.c_str());
     }
+  } else if (r.paths.size() == 1 && HoldsOnlyAFirstLook(r.paths[0])) {
+    const std::string folder = r.paths[0];
+    r.paths = {folder + "/first"};
+    if (text) {
+      fprintf(stderr, "%s: %s holds one look, %s/first: its second never came (the dump was stopped between them?)\n",
+              cmd, folder.c_str(), folder.c_str());
+    }
   } else {
     for (std::vector<std::string>* list : {&r.paths, &r.earlier}) {
       for (std::string& p : *list) {
@@ -294,6 +303,32 @@ int RunAnalysis(const AnalysisRequest& request) {
     fprintf(stderr, "%s: --earlier holds job %s, the paths job %s: two looks must be at one job\n", cmd,
             earlier.jobs.begin()->first.c_str(), job.jobs.begin()->first.c_str());
     return kExitCouldNot;
+  }
+  if (!r.earlier.empty()) {
+    // Two looks are two photographs of one run: the same folder twice is
+    // one look (nothing would move: every rank "stuck"), and a look at
+    // other processes says nothing of these (every rank "moved").
+    std::error_code ec;
+    for (const std::string& p : r.paths) {
+      for (const std::string& e : r.earlier) {
+        if (std::filesystem::equivalent(p, e, ec)) {
+          fprintf(stderr, "%s: --earlier %s is the same look as %s: two looks are two dumps, taken seconds apart\n",
+                  cmd, e.c_str(), p.c_str());
+          return kExitUsage;
+        }
+      }
+    }
+    std::set<std::pair<std::string, int32_t>> later_processes;
+    for (const RankView& v : job.ranks) {
+      if (v.pid > 0) later_processes.insert({v.host, v.pid});
+    }
+    bool shared = later_processes.empty();
+    for (const RankView& v : earlier.ranks) shared |= later_processes.count({v.host, v.pid}) > 0;
+    if (!shared && any_of(earlier.ranks.begin(), earlier.ranks.end(), [](const RankView& v) { return v.pid > 0; })) {
+      fprintf(stderr, "%s: --earlier holds none of the processes the paths hold (no host and pid in common): two "
+                      "looks must be at one run of the job\n", cmd);
+      return kExitCouldNot;
+    }
   }
   Diagnosis d = Diagnose(job, compare ? &earlier : nullptr);
   if (r.progressing) *r.progressing = d.progressing;

@@ -270,4 +270,8 @@ bool HoldsTwoLooks(const std::string& path) {
   return !FindNodeDumps(path + "/first").empty() && !FindNodeDumps(path + "/second").empty();
 }
 
+bool HoldsOnlyAFirstLook(const std::string& path) {
+  return !FindNodeDumps(path + "/first").empty() && FindNodeDumps(path + "/second").empty();
+}
+
 }  // namespace hangtrace

@@ -99,6 +99,9 @@ std::vector<std::string> FindNodeDumps(const std::string& path);
 // automatic report's round): its first/ and second/ both hold dumps. Read
 // whole, it would hold each rank twice; its newer look is PATH/second.
 bool HoldsTwoLooks(const std::string& path);
+// A folder of two looks whose second never came (the dump was stopped
+// between them): PATH/first holds dumps, PATH/second none.
+bool HoldsOnlyAFirstLook(const std::string& path);
 
 // Reads FOLDER/node.json; false (error "" when there is none).
 bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error);

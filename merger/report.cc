@@ -110,7 +110,9 @@ std::pair<std::string, std::string> SplitVerdict(const std::string& summary) {
     size_t kept;     // of `at`, the characters that end line 1
     size_t dropped;  // of `at`, the characters neither line shows
   };
-  static const Cut kCuts[] = {{"; ", 0, 2}, {": ", 1, 2}, {" where ", 0, 1}, {" while ", 0, 1}, {" inside ", 0, 1}};
+  // A sentence's end first ("... at main (torch_hang.py:61). One look at a
+  // running job: ..." breaks there, not inside the second sentence).
+  static const Cut kCuts[] = {{". ", 1, 2}, {"; ", 0, 2}, {": ", 1, 2}, {" where ", 0, 1}, {" while ", 0, 1}, {" inside ", 0, 1}};
   for (const Cut& c : kCuts) {
     const size_t at = summary.rfind(c.at, kVerdictWidth);
     if (at != std::string::npos && at >= 40) return {summary.substr(0, at + c.kept), summary.substr(at + c.dropped)};

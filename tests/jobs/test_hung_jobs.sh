@@ -668,6 +668,13 @@ case "$scenario" in
     check verdict=hang culprits=1 why:1="stopped" op:0,2-3=allreduce
     analyze "$work/dump" --interval 1  # a dump does not move: refused
     [ "$status" = 2 ] || fail "--interval on a dump: exit $status, want 2"
+    analyze "$work/dump" --earlier "$work/dump/second"  # one look given twice: refused
+    [ "$status" = 2 ] && grep -q "is the same look as" analyze.err || fail "the same look twice: exit $status"
+    # A dump stopped between its looks: its first look, said so.
+    rm -r "$work/dump/second"
+    analyze "$work/dump"
+    grep -q "holds one look, .*/first: its second never came" analyze.err || fail "the first look alone: $(cat analyze.err)"
+    check verdict=unknown culprits= summary="One look at a running job"
     ;;
   torch-ok)
     need python3 python3-torch
