@@ -135,7 +135,7 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
   // A rank that cannot come while others wait (stopped, or its process
   // gone): a hang whatever the time, seen at one look.
   bool stuck_for_sure = false;
-  RankSet outside;  // suspects in no communication call (computing, sleeping)
+  RankSet at_work;  // ranks in no communication call running on a CPU at a look
   RankSet moved_outside;  // ranks in no communication call that moved between two looks: at work
   for (const Group& g : d.groups) {
     if (g.state != RankState::kCompute || g.basis != Basis::kStacks) continue;
@@ -157,9 +157,19 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
       // A rank that moved between two looks works: never a culprit.
       if (suspects.Contains(r) || d.progressing.Contains(r)) continue;
       const RankView& v = job.ranks[size_t(r)];
+      // Outside any communication call and running on a CPU at a look
+      // (/proc state R): it computes, at work; the others wait for a
+      // long step, or a loop that never ends, which two looks seconds
+      // apart cannot tell (a rank that computes 3 s every third step read
+      // as the culprit of a hang, 7 of 7 looks).
+      const bool running = v.dump_state == "R" || (earlier && size_t(r) < earlier->ranks.size() &&
+                                                   earlier->ranks[size_t(r)].dump_state == "R");
+      if (g.state == RankState::kCompute && running) {
+        at_work.Add(r);
+        continue;
+      }
       d.culprits.push_back({r, v.host, v.pid, why + " (from stacks)"});
       suspects.Add(r);
-      if (g.state == RankState::kCompute) outside.Add(r);
     }
   }
 
@@ -230,22 +240,20 @@ Diagnosis DiagnoseFromStacks(const Job& job, const Job* earlier) {
     d.summary = basis + list + ". One look at a running job: stacks say where each rank is, not since when, and a "
                 "job at work looks like this too: dump again a few seconds later and give the first with --earlier "
                 "(hangtrace analyze NEW --earlier OLD; hangtrace dump looks twice by default)";
-  } else if (d.compared && !d.ended && !lock_cycle && !stuck_for_sure &&
-             ((!outside.Empty() && outside.Count() == suspects.Count()) ||
-              (suspects.Empty() && !moved_outside.Empty()))) {
-    // Two looks, the ranks in calls still there, and the ranks they wait
-    // for outside any communication call at both: a rank that computes a
-    // long step, or pauses, looks the same for the seconds between the
-    // looks as one that never comes back. Stacks give no duration (a trace
-    // would: how long each call usually waits), so nobody is named.
+  } else if (suspects.Empty() && !lock_cycle && !stuck_for_sure && (!at_work.Empty() || !moved_outside.Empty())) {
+    // The ranks the others wait for are at work: running on a CPU, or moved
+    // between two looks. A long step, or a loop that never ends: stacks give
+    // no duration (a trace would: how long each call usually waits), so
+    // nobody is named.
+    RankSet who = at_work;
+    who.Merge(moved_outside);
     d.verdict = Verdict::kUnknown;
     d.culprits.clear();
-    const RankSet& who = outside.Empty() ? moved_outside : outside;
-    d.summary = basis + list + ". Two looks: the ranks in calls did not move, and " + who.Named() +
-                (who.Count() == 1 ? " was" : " were") + " outside any communication call" +
-                (outside.Empty() ? " and moved (at work)" : " at both") +
-                "; stacks say where, not since when, and a long step or a pause looks like this too: look again "
-                "later (hangtrace dump --settle 30), or trace the job (hangtrace run) for how long its calls wait";
+    d.summary = basis + list + ". The ranks in calls wait, and " + who.Named() + (who.Count() == 1 ? " is" : " are") +
+                " at work outside any communication call (" +
+                (moved_outside.Empty() ? "running on a CPU" : "moved between the looks") +
+                "): a long step looks like this too; look again later (hangtrace dump --settle 30), or trace the "
+                "job (hangtrace run) for how long its calls wait";
   } else {
     d.verdict = lock_cycle ? Verdict::kDeadlock : Verdict::kHang;
     // Every rank in one receive: nobody sends. In one collective (or one

@@ -1254,7 +1254,13 @@ TEST(Mpi, AJobNobodyTracedIsDumpedByItsLauncherAndDiagnosedFromStacks) {
   EXPECT_EQ(text.exit_code, 3) << text.err;
   // The ranks' place is the program's own line (mpi_prog.c's sigstop case),
   // not libmpi's frames below it.
-  EXPECT_EQ(text.out.rfind("hangtrace: HANG: stacks only: ranks 0-1,3 in MPI_Allreduce at sigstop (mpi_prog.c:", 0), 0u)
+  // (A rank whose main thread the dump could not stop, in the kernel or
+  // starved on a loaded machine, is said to be unknown, never placed.)
+  const bool rank3_read = text.out.find("rank 3 unknown (its main thread's native stack was not read)") == std::string::npos;
+  EXPECT_EQ(text.out.rfind(rank3_read ? "hangtrace: HANG: stacks only: ranks 0-1,3 in MPI_Allreduce at sigstop (mpi_prog.c:"
+                                      : "hangtrace: HANG: stacks only: ranks 0-1 in MPI_Allreduce at sigstop (mpi_prog.c:",
+                           0),
+            0u)
       << text.out;
   EXPECT_NE(text.out.find("rank 2 stopped"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("culprit rank 2"), std::string::npos) << text.out;

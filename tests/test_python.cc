@@ -110,7 +110,8 @@ TEST(PythonMpi, SeedHangInMpi4pyIsDiagnosedWithPythonLines) {
   // The line after the verdict names the waiting rank's Python function too.
   std::string notes;
   for (const std::string& n : d.notes) notes += n + "\n";
-  EXPECT_NE(notes.find("rank 2 waits in MPI_Bcast #3 on pp1 root rank 3 at _aggregate_total_loss (seed_hang.py:" +
+  // (The job has ended when it is read: where rank 2 was then.)
+  EXPECT_NE(notes.find("rank 2 was waiting in MPI_Bcast #3 on pp1 root rank 3 at _aggregate_total_loss (seed_hang.py:" +
                        std::to_string(at.at("bcast")) + ")"),
             std::string::npos)
       << notes;

@@ -68,9 +68,9 @@
 #                         rank is placed at the program's own line
 #   torch-abort           traced, rank 1 aborts: a crash, rank 1, SIGABRT
 #   torch-slow            rank 1 sleeps 60 s: one look (stacks only) is
-#                         unknown, naming nobody; so are two (dump's default,
-#                         or --earlier: a pause or a hang, stacks cannot
-#                         tell); stopped, rank 1 is named
+#                         unknown, naming nobody; two (dump's default, or
+#                         --earlier) never say no-hang and name the sleeping
+#                         rank; so does one look once it is stopped
 #   torch-ok              traced, runs to the end: no-hang, every call of
 #                         every rank in the trace
 #   fortran, fortran-f08  `use mpi` / `use mpi_f08` under Open MPI, traced:
@@ -651,15 +651,15 @@ case "$scenario" in
     dump_launcher "$work/dump"
     analyze "$work/dump"
     grep -q "holds two looks at the job" analyze.err || fail "the two looks were not read as such: $(cat analyze.err)"
-    # Rank 1 sleeps at both looks, 2 s apart, while the others wait: a pause
-    # or a hang, which stacks (no durations) cannot tell: nobody named.
-    check verdict=unknown culprits= summary="rank 1 was outside any communication call at both" op:0,2-3=allreduce
+    # Rank 1 sleeps at both looks, 2 s apart, while the others wait: named
+    # (a pause longer than the looks' 2 s reads as this too; never no-hang).
+    check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
     # inspect shows the newer look: each rank once.
     "$hangtrace" inspect "$work/dump" > inspect.txt 2> inspect.err || fail "inspect failed: $(cat inspect.err)"
     [ "$(grep -c '(untraced)$' inspect.txt)" = 4 ] || fail "inspect of two looks: $(grep -c '(untraced)$' inspect.txt) ranks, want 4"
     # Two dumps given apart: the folder of two looks stands for its newer one.
     analyze "$work/dump" --earlier "$work/one"
-    check verdict=unknown culprits= summary="rank 1 was outside any communication call at both" op:0,2-3=allreduce
+    check notverdict=no-hang culprits=1 why:1="sleeping" op:0,2-3=allreduce
     # Stopped, rank 1 cannot come: named, whatever the time.
     kill -STOP "$(rank_pid python3 1)"
     dump_launcher "$work/stopped"

@@ -123,7 +123,7 @@ start=$(date +%s.%N)
 status=0
 "$build/bin/hangtrace" srun-dump "$job" --out "$work/dump" > "$work/report.txt" 2> "$work/report.err" || status=$?
 end=$(date +%s.%N)
-[ "$status" = 3 ] || fail "srun-dump of a hung job exited $status, not 3 (a hang found)"
+[ "$status" = 3 ] || fail "srun-dump of a hung job exited $status, not 3 (a hang found): $(head -c 3000 "$work/report.err"; head -c 2000 "$work/report.txt")"
 cat "$work/report.err" "$work/report.txt" | head -30
 echo "srun-dump took $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}') s"
 grep -q 'culprit rank 3 ' "$work/report.txt" || fail "rank 3 is not named the culprit"
