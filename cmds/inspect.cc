@@ -275,11 +275,12 @@ int InspectCommand(int argc, char** argv) {
   int read_ok = 0, failed = 0;
   for (std::string path : paths) {
     // A dump of two looks: its newer one (both would show each process twice).
-    if (HoldsTwoLooks(path)) {
+    const Looks looks = LooksIn(path);
+    if (looks == Looks::kTwo) {
       fprintf(stderr, "hangtrace inspect: %s holds two looks at the job: the second, %s/second (%s/first: the earlier)\n",
               path.c_str(), path.c_str(), path.c_str());
       path += "/second";
-    } else if (HoldsOnlyAFirstLook(path)) {
+    } else if (looks == Looks::kFirstOnly) {
       fprintf(stderr, "hangtrace inspect: %s holds one look, %s/first: its second never came\n", path.c_str(),
               path.c_str());
       path += "/first";

@@ -166,7 +166,8 @@ int RunAnalysis(const AnalysisRequest& request) {
   // Two looks in one folder: the second, read against the first (the
   // folder whole would hold each rank twice). Beside another path, or as
   // --earlier, such a folder stands for its newer look.
-  if (r.paths.size() == 1 && r.earlier.empty() && r.interval == 0 && HoldsTwoLooks(r.paths[0])) {
+  const Looks only_path = r.paths.size() == 1 ? LooksIn(r.paths[0]) : Looks::kNone;
+  if (only_path == Looks::kTwo && r.earlier.empty() && r.interval == 0) {
     const std::string folder = r.paths[0];
     r.paths = {folder + "/second"};
     r.earlier = {folder + "/first"};
@@ -174,7 +175,7 @@ int RunAnalysis(const AnalysisRequest& request) {
       fprintf(stderr, "%s: %s holds two looks at the job: %s/second, read against %s/first\n", cmd, folder.c_str(),
               folder.c_str(), folder.c_str());
     }
-  } else if (r.paths.size() == 1 && HoldsOnlyAFirstLook(r.paths[0])) {
+  } else if (only_path == Looks::kFirstOnly) {
     const std::string folder = r.paths[0];
     r.paths = {folder + "/first"};
     if (text) {
@@ -184,7 +185,7 @@ int RunAnalysis(const AnalysisRequest& request) {
   } else {
     for (std::vector<std::string>* list : {&r.paths, &r.earlier}) {
       for (std::string& p : *list) {
-        if (HoldsTwoLooks(p)) p += "/second";
+        if (LooksIn(p) == Looks::kTwo) p += "/second";
       }
     }
   }
@@ -196,6 +197,20 @@ int RunAnalysis(const AnalysisRequest& request) {
       fprintf(stderr, "%s: %s is a dump's record of its node; pass the dump's folder: %s %s\n", cmd, p.c_str(), cmd,
               folder.c_str());
       return kExitUsage;
+    }
+  }
+  // Two looks are two photographs of one run: the same folder twice is one
+  // look (nothing would move: every rank "stuck"). Refused before reading.
+  {
+    std::error_code ec;
+    for (const std::string& p : r.paths) {
+      for (const std::string& e : r.earlier) {
+        if (std::filesystem::equivalent(p, e, ec)) {
+          fprintf(stderr, "%s: --earlier %s is the same look as %s: two looks are two dumps, taken seconds apart\n",
+                  cmd, e.c_str(), p.c_str());
+          return kExitUsage;
+        }
+      }
     }
   }
   if (r.interval > 0 && HoldsDump(r.paths)) {
@@ -305,19 +320,7 @@ int RunAnalysis(const AnalysisRequest& request) {
     return kExitCouldNot;
   }
   if (!r.earlier.empty()) {
-    // Two looks are two photographs of one run: the same folder twice is
-    // one look (nothing would move: every rank "stuck"), and a look at
-    // other processes says nothing of these (every rank "moved").
-    std::error_code ec;
-    for (const std::string& p : r.paths) {
-      for (const std::string& e : r.earlier) {
-        if (std::filesystem::equivalent(p, e, ec)) {
-          fprintf(stderr, "%s: --earlier %s is the same look as %s: two looks are two dumps, taken seconds apart\n",
-                  cmd, e.c_str(), p.c_str());
-          return kExitUsage;
-        }
-      }
-    }
+    // A look at other processes says nothing of these (every rank "moved").
     std::set<std::pair<std::string, int32_t>> later_processes;
     for (const RankView& v : job.ranks) {
       if (v.pid > 0) later_processes.insert({v.host, v.pid});

@@ -266,12 +266,9 @@ std::vector<std::string> FindNodeDumps(const std::string& path) {
   return out;
 }
 
-bool HoldsTwoLooks(const std::string& path) {
-  return !FindNodeDumps(path + "/first").empty() && !FindNodeDumps(path + "/second").empty();
-}
-
-bool HoldsOnlyAFirstLook(const std::string& path) {
-  return !FindNodeDumps(path + "/first").empty() && FindNodeDumps(path + "/second").empty();
+Looks LooksIn(const std::string& path) {
+  if (FindNodeDumps(path + "/first").empty()) return Looks::kNone;
+  return FindNodeDumps(path + "/second").empty() ? Looks::kFirstOnly : Looks::kTwo;
 }
 
 }  // namespace hangtrace

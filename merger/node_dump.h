@@ -95,13 +95,13 @@ std::string ProcessStacksText(const NodeProcess& p);
 // and its subfolders one level down (OUT/<host>/). Links are not followed.
 std::vector<std::string> FindNodeDumps(const std::string& path);
 
-// A folder of two looks at one job (`hangtrace dump`'s OUT, srun-dump's, an
-// automatic report's round): its first/ and second/ both hold dumps. Read
-// whole, it would hold each rank twice; its newer look is PATH/second.
-bool HoldsTwoLooks(const std::string& path);
-// A folder of two looks whose second never came (the dump was stopped
-// between them): PATH/first holds dumps, PATH/second none.
-bool HoldsOnlyAFirstLook(const std::string& path);
+// How a folder holds looks at one job (`hangtrace dump`'s OUT, srun-dump's,
+// an automatic report's round): kTwo when its first/ and second/ both hold
+// dumps (read whole, it would hold each rank twice; its newer look is
+// PATH/second); kFirstOnly when the second never came (the dump was
+// stopped between them); kNone otherwise.
+enum class Looks { kNone, kTwo, kFirstOnly };
+Looks LooksIn(const std::string& path);
 
 // Reads FOLDER/node.json; false (error "" when there is none).
 bool ReadNodeDump(const std::string& folder, NodeDump* node, std::string* error);
